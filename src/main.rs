@@ -1,1 +1,297 @@
-fn main() {}
+//! The `lucce` command line: thin wrappers over the libraries.
+
+use std::collections::HashMap;
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use lucce::demo::{self, DemoOptions};
+use lucce::render::{DecodedEvent, JavaText, JsonLines, Outputter};
+use lucce::verify::verify_store;
+use lucce_decoder::{ContextDecoder, Graph};
+use lucce_log_format::StoreReader;
+
+#[derive(Parser)]
+#[command(name = "lucce", version, about = "Exact calling contexts for the JVM: record, decode, aggregate")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Record a synthetic multi-threaded program into a new store, decode every event and check
+    /// it against the true stack, and show a few traces.
+    Demo {
+        /// Where to create the store (default: a new directory under the system temp dir).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        /// Events to record, over all threads.
+        #[arg(long, default_value_t = 200_000)]
+        events: u64,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Depth of the deep recursion (two recursive call sites) thread 0 records first.
+        #[arg(long, default_value_t = 10_000)]
+        recursion_depth: usize,
+        /// Traces to print at the end.
+        #[arg(long, default_value_t = 3)]
+        show: usize,
+    },
+    /// Print every event of a store as a Java-style stack trace (or JSON lines).
+    Events {
+        store: PathBuf,
+        /// One JSON object per line; frames like Throwable.getStackTrace().
+        #[arg(long)]
+        json: bool,
+        /// Stop after this many events.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// Frames to print per event in text form.
+        #[arg(long, default_value_t = 1024)]
+        max_frames: usize,
+    },
+    /// Decode events by sequence number, or raw contexts written SITE:CALLID:VERSION.
+    Decode {
+        store: PathBuf,
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sizes of a store: methods, sites, edges, versions, events, bytes on disk.
+    Stats { store: PathBuf },
+    /// Compare every event that carries the stack its runtime saw with its decoded trace.
+    Verify {
+        store: PathBuf,
+        /// Mismatches to print in full.
+        #[arg(long, default_value_t = 10)]
+        show: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lucce: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Demo { out, threads, events, seed, recursion_depth, show } => {
+            let out = out.unwrap_or_else(|| std::env::temp_dir().join(format!("lucce-demo-{}-{}", std::process::id(), unix_time())));
+            let opts = DemoOptions { out, threads, events, seed, recursion_depth, ..DemoOptions::default() };
+            cmd_demo(&opts, show)
+        }
+        Cmd::Events { store, json, limit, max_frames } => cmd_events(&store, json, limit, max_frames),
+        Cmd::Decode { store, ids, json } => cmd_decode(&store, &ids, json),
+        Cmd::Stats { store } => cmd_stats(&store),
+        Cmd::Verify { store, show } => cmd_verify(&store, show),
+    }
+}
+
+fn unix_time() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// A progress bar on stderr when it is a terminal; hidden otherwise.
+fn progress(len: u64, what: &str) -> ProgressBar {
+    if !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    pb.set_style(ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})").expect("valid template"));
+    pb.set_message(what.to_string());
+    pb
+}
+
+struct Opened {
+    store: StoreReader,
+    graph: Graph,
+    threads: HashMap<u32, String>,
+}
+
+fn open(path: &Path) -> anyhow::Result<Opened> {
+    let store = StoreReader::open(path)?;
+    let tail = store.tail()?;
+    if !tail.is_empty() {
+        eprintln!(
+            "lucce: note: {} was not closed cleanly; ignoring its unflushed tail ({} graph events, {} events{})",
+            path.display(),
+            tail.graph,
+            tail.events,
+            if tail.damaged { ", damaged" } else { "" }
+        );
+    } else if !store.commit().clean {
+        eprintln!("lucce: note: {} was not closed cleanly (the recording process was killed?); everything it flushed is here", path.display());
+    }
+    let graph = Graph::from_store(&store).context("replaying the graph log")?;
+    let threads = store.threads()?.into_iter().map(|(id, t)| (id, t.name)).collect();
+    Ok(Opened { store, graph, threads })
+}
+
+fn thread_name(threads: &HashMap<u32, String>, id: u32) -> String {
+    threads.get(&id).cloned().unwrap_or_else(|| format!("#{id}"))
+}
+
+fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
+    println!(
+        "recording a synthetic program: {} threads, {} events, {} methods discovered as they are first called, a {}-deep recursion through two call sites",
+        opts.threads, opts.events, opts.methods, opts.recursion_depth
+    );
+    let rep = demo::record(opts)?;
+    println!(
+        "recorded in {:.2?}: {} method entries, {} methods, {} edges, {} graph versions ({} anchors), {} events",
+        rep.elapsed, rep.method_entries, rep.encoder.methods, rep.encoder.edges, rep.encoder.version, rep.encoder.anchors, rep.writer.events
+    );
+    println!("store: {} ({} bytes on disk)", opts.out.display(), rep.writer.bytes_on_disk);
+    let o = open(&opts.out)?;
+    let pb = progress(o.store.commit().events, "decoding");
+    let start = std::time::Instant::now();
+    let report = verify_store(&o.store, &o.graph, |_| pb.inc(1))?;
+    pb.finish_and_clear();
+    println!(
+        "decoded {} events in {:.2?}: {} exact, {} wrong",
+        report.checked,
+        start.elapsed(),
+        report.checked - report.mismatches.len() as u64,
+        report.mismatches.len()
+    );
+    // A few traces: the deep recursion (first event) and some spread over the run.
+    let mut dec = ContextDecoder::new(&o.graph);
+    let n = o.store.commit().events;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    for k in 0..show as u64 {
+        let seq = k * n / show.max(1) as u64;
+        if let Some(item) = o.store.events_range(seq..seq + 1).next() {
+            let (seq, ev) = item?;
+            let ctx = dec.decode(ev.site, ev.c, ev.v)?;
+            writeln!(out)?;
+            let thread = thread_name(&o.threads, ev.thread);
+            JavaText { max_frames: 8 }.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
+        }
+    }
+    writeln!(out, "\nmore: lucce events {0} | less   ·   lucce stats {0}   ·   lucce verify {0}", opts.out.display())?;
+    Ok(if report.mismatches.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) -> anyhow::Result<ExitCode> {
+    let o = open(path)?;
+    let mut dec = ContextDecoder::new(&o.graph);
+    let mut fmt: Box<dyn Outputter> = if json { Box::new(JsonLines) } else { Box::new(JavaText { max_frames }) };
+    let end = limit.unwrap_or(u64::MAX);
+    let pb = progress(o.store.commit().events.min(end), "decoding");
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    for item in o.store.events_range(0..end) {
+        let (seq, ev) = item?;
+        let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("event #{seq}"))?;
+        let thread = thread_name(&o.threads, ev.thread);
+        if let Err(e) = fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx }) {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return Ok(ExitCode::SUCCESS);
+            }
+            return Err(e.into());
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    out.flush().or_else(|e| if e.kind() == io::ErrorKind::BrokenPipe { Ok(()) } else { Err(e) })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let o = open(path)?;
+    let mut dec = ContextDecoder::new(&o.graph);
+    let mut fmt: Box<dyn Outputter> = if json { Box::new(JsonLines) } else { Box::new(JavaText { max_frames: usize::MAX }) };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    for id in ids {
+        let parts: Vec<&str> = id.split(':').collect();
+        let (seq, ev) = match parts.as_slice() {
+            [seq] => {
+                let seq: u64 = seq.parse().with_context(|| format!("{id:?} is neither an event number nor SITE:CALLID:VERSION"))?;
+                match o.store.events_range(seq..seq + 1).next() {
+                    Some(item) => item?,
+                    None => bail!("no event #{seq} in {} (it has {})", path.display(), o.store.commit().events),
+                }
+            }
+            [site, c, v] => {
+                let num = |s: &str| s.parse::<u64>().with_context(|| format!("{id:?}: {s:?} is not a number"));
+                let ev = lucce_log_format::EventRecord {
+                    thread: u32::MAX,
+                    kind: lucce_log_format::EventKind::Mark,
+                    site: u32::try_from(num(site)?).context("site id too large")?,
+                    c: num(c)?,
+                    v: num(v)?,
+                    label: Some(format!("context {id}")),
+                    truth: None,
+                };
+                (0, ev)
+            }
+            _ => bail!("{id:?} is neither an event number nor SITE:CALLID:VERSION"),
+        };
+        let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
+        let thread = thread_name(&o.threads, ev.thread);
+        fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_stats(path: &Path) -> anyhow::Result<ExitCode> {
+    let o = open(path)?;
+    let g = o.graph.stats();
+    let c = o.store.commit();
+    let bytes = o.store.bytes_on_disk()?;
+    let per = |n: u64| if n == 0 { 0.0 } else { bytes as f64 / n as f64 };
+    println!("store            {}", path.display());
+    println!("closed cleanly   {}", if c.clean { "yes" } else { "no (killed or crashed; the flushed part is complete)" });
+    println!("methods          {}", g.methods);
+    println!("sites            {}", g.sites);
+    println!("edges            {}", g.edges);
+    println!("graph versions   {}", g.versions);
+    println!("anchors          {}", g.anchors);
+    println!("threads          {}", o.threads.len());
+    println!("events           {}", c.events);
+    println!("bytes on disk    {bytes}");
+    println!("bytes/record     {:.1} (graph events + events)", per(g.versions + c.events));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_verify(path: &Path, show: usize) -> anyhow::Result<ExitCode> {
+    let o = open(path)?;
+    let pb = progress(o.store.commit().events, "verifying");
+    let report = verify_store(&o.store, &o.graph, |_| pb.inc(1))?;
+    pb.finish_and_clear();
+    for m in report.mismatches.iter().take(show) {
+        println!("MISMATCH event #{}", m.seq);
+        println!("  expected (runtime):");
+        for f in &m.expected {
+            println!("\tat {}.{}({}:{})", f.class, f.method, f.file.as_deref().unwrap_or("Unknown Source"), f.line);
+        }
+        match &m.decoded {
+            Ok(frames) => {
+                println!("  decoded:");
+                for f in frames {
+                    println!("\tat {}.{}({}:{})", f.class, f.method, f.file.as_deref().unwrap_or("Unknown Source"), f.line);
+                }
+            }
+            Err(e) => println!("  decoded: error: {e}"),
+        }
+    }
+    println!("{} events, {} verified, {} mismatches", report.events, report.checked, report.mismatches.len());
+    if report.checked == 0 {
+        eprintln!("lucce: note: no event in {} carries a runtime stack (record with verify=N)", path.display());
+    }
+    Ok(if report.mismatches.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

@@ -1,1 +1,32 @@
-//! placeholder
+//! lucce's on-disk store: one directory, written once by one process, append-only.
+//!
+//! Layout: a sled database (behind the [`Backend`] trait) with one tree per stream. The header
+//! tree holds the magic, the format version and the commit mark. Every other stream is a
+//! sequence of dense records (methods, sites, graph events by version, events by sequence
+//! number) stored in blocks: key = big-endian id of the block's first record, value = a small
+//! header (stream tag, record count, CRC-32 of the payload) and the rkyv-encoded records.
+//! Thread names are kept one per key.
+//!
+//! Crash rule: the writer makes blocks durable first and only then advances the commit mark
+//! (how many records of each stream are complete). A reader trusts what the mark covers and
+//! reports, without reading it, anything past it: a process killed mid-stream leaves a store
+//! whose committed part decodes and whose torn tail is detected.
+
+mod backend;
+mod error;
+mod reader;
+pub mod records;
+mod writer;
+
+pub use backend::{Backend, SledBackend, Tree};
+pub use error::StoreError;
+pub use reader::{Commit, EventIter, StoreReader, TailReport};
+pub use records::{
+    EventKind, EventRecord, GraphRecord, MethodRecord, SiteRecord, ThreadRecord, TruthFrame,
+};
+pub use writer::{StoreWriter, WriterHandle, WriterOptions, WriterReport};
+
+/// First bytes of the header's `magic` key.
+pub const MAGIC: &[u8] = b"lucce-store";
+/// The store format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;

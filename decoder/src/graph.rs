@@ -1,0 +1,231 @@
+//! The call graph at every version, as per-node histories: each node keeps its incoming edges
+//! (with the version that added them), and its numCC and lv values with the versions that set
+//! them. "As of version v" is a binary search. Chosen over a persistent map (imbl) because the
+//! histories cost a few words per graph event and a lookup touches two cache lines.
+
+use std::fmt;
+
+use lucce_encoder::{is_root, ANCHOR_BIT};
+use lucce_log_format::{GraphRecord, MethodRecord, SiteRecord, StoreReader};
+use rustc_hash::FxHashMap;
+
+use crate::DecodeError;
+
+#[derive(Debug, Clone, Copy)]
+struct InEdge {
+    site: u32,
+    caller: u32,
+    added: u64,
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    incoming: Vec<InEdge>,
+    numcc: Vec<(u64, u64)>,
+    lv: Vec<(u64, u64)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    site: u32,
+    callee: u32,
+    caller_c: u64,
+    caller_v: u64,
+}
+
+/// One step back from a frame: the site in the caller and the caller's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    pub site: u32,
+    pub caller: u32,
+    pub c: u64,
+    pub v: u64,
+}
+
+/// Sizes, for `lucce stats`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GraphStats {
+    pub methods: u64,
+    pub sites: u64,
+    pub edges: u64,
+    pub versions: u64,
+    pub anchors: u64,
+}
+
+/// The replayed graph log of one store, with its metadata.
+pub struct Graph {
+    methods: Vec<MethodRecord>,
+    sites: Vec<SiteRecord>,
+    nodes: Vec<Node>,
+    anchors: FxHashMap<u64, Anchor>,
+    last_version: u64,
+    edges: u64,
+}
+
+/// What a frame prints as: `class.method(file:line)`, like `StackTraceElement`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameInfo<'a> {
+    pub class: &'a str,
+    pub method: &'a str,
+    pub file: Option<&'a str>,
+    /// -1 when unknown.
+    pub line: i32,
+    pub native: bool,
+}
+
+impl fmt::Display for FrameInfo<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}(", self.class, self.method)?;
+        match (self.native, self.file, self.line) {
+            (true, _, _) => write!(f, "Native Method)"),
+            (false, Some(file), l) if l >= 0 => write!(f, "{file}:{l})"),
+            (false, Some(file), _) => write!(f, "{file})"),
+            (false, None, _) => write!(f, "Unknown Source)"),
+        }
+    }
+}
+
+const ACC_NATIVE: u16 = 0x0100;
+
+impl Graph {
+    /// Replays the committed part of a store.
+    pub fn from_store(store: &StoreReader) -> Result<Graph, DecodeError> {
+        let methods = store.methods()?;
+        let sites = store.sites()?;
+        let mut g = Graph::new(methods, sites);
+        for r in store.graph() {
+            g.apply(&r?)?;
+        }
+        Ok(g)
+    }
+
+    /// A graph with metadata and no edges yet; feed it with [`Graph::apply`].
+    pub fn new(methods: Vec<MethodRecord>, sites: Vec<SiteRecord>) -> Graph {
+        let nodes = (0..methods.len())
+            .map(|m| Node { numcc: if is_root(lucce_encoder::MethodId(m as u32)) { vec![(0, 1)] } else { Vec::new() }, ..Node::default() })
+            .collect();
+        Graph { methods, sites, nodes, anchors: FxHashMap::default(), last_version: 0, edges: 0 }
+    }
+
+    /// Applies the next graph event (versions must come in order, without gaps).
+    pub fn apply(&mut self, r: &GraphRecord) -> Result<(), DecodeError> {
+        let bad = |why: String| DecodeError::BadGraph(why);
+        match *r {
+            GraphRecord::Update { version, site, callee, caller_lv, new_edge } => {
+                self.expect_version(version)?;
+                let caller = self.sites.get(site as usize).ok_or_else(|| bad(format!("version {version}: unknown site {site}")))?.method;
+                if callee as usize >= self.nodes.len() || caller as usize >= self.nodes.len() {
+                    return Err(bad(format!("version {version}: unknown method")));
+                }
+                if let Some(lv) = caller_lv {
+                    self.nodes[caller as usize].lv.push((version, lv));
+                }
+                if new_edge {
+                    self.nodes[callee as usize].incoming.push(InEdge { site, caller, added: version });
+                    self.edges += 1;
+                }
+            }
+            GraphRecord::NumCC { version, method, numcc } => {
+                self.expect_version(version)?;
+                let node = self.nodes.get_mut(method as usize).ok_or_else(|| bad(format!("version {version}: unknown method {method}")))?;
+                node.numcc.push((version, numcc));
+            }
+            GraphRecord::Anchor { version, site, callee, caller_c, caller_v } => {
+                self.expect_version(version)?;
+                if site as usize >= self.sites.len() || callee as usize >= self.nodes.len() {
+                    return Err(bad(format!("anchor {version}: unknown site or method")));
+                }
+                self.anchors.insert(version, Anchor { site, callee, caller_c, caller_v });
+            }
+        }
+        self.last_version += 1;
+        Ok(())
+    }
+
+    fn expect_version(&self, version: u64) -> Result<(), DecodeError> {
+        if version != self.last_version + 1 {
+            return Err(DecodeError::BadGraph(format!("version {version} follows {}", self.last_version)));
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> GraphStats {
+        GraphStats {
+            methods: self.methods.len() as u64,
+            sites: self.sites.len() as u64,
+            edges: self.edges,
+            versions: self.last_version,
+            anchors: self.anchors.len() as u64,
+        }
+    }
+
+    pub fn method(&self, id: u32) -> Option<&MethodRecord> {
+        self.methods.get(id as usize)
+    }
+
+    pub fn site(&self, id: u32) -> Option<&SiteRecord> {
+        self.sites.get(id as usize)
+    }
+
+    /// The printable frame of `site`: its method, at the site's line.
+    pub fn frame_info(&self, site: u32) -> Option<FrameInfo<'_>> {
+        let s = self.sites.get(site as usize)?;
+        let m = self.methods.get(s.method as usize)?;
+        Some(FrameInfo {
+            class: &m.class,
+            method: &m.name,
+            file: m.source_file.as_deref(),
+            line: s.line,
+            native: m.access_flags & ACC_NATIVE != 0,
+        })
+    }
+
+    fn numcc_at(&self, m: u32, v: u64) -> u64 {
+        at(&self.nodes[m as usize].numcc, v)
+    }
+
+    fn lv_at(&self, m: u32, v: u64) -> u64 {
+        at(&self.nodes[m as usize].lv, v)
+    }
+
+    /// One decoding step (the paper's De): the edge into `n` that the frame ⟨c, v⟩ came through.
+    pub(crate) fn step(&self, n: u32, c: u64, v: u64) -> Result<Step, DecodeError> {
+        if v & ANCHOR_BIT != 0 {
+            let a = v & !ANCHOR_BIT;
+            return match self.anchors.get(&a) {
+                Some(an) if an.callee == n && c == 0 => {
+                    Ok(Step { site: an.site, caller: self.sites[an.site as usize].method, c: an.caller_c, v: an.caller_v })
+                }
+                _ => Err(DecodeError::BadAnchor(a)),
+            };
+        }
+        if v > self.last_version {
+            return Err(DecodeError::VersionBeyondStore { version: v, last: self.last_version });
+        }
+        let node = self.nodes.get(n as usize).ok_or(DecodeError::UnknownMethod(n))?;
+        let mut av = 0u64;
+        for e in node.incoming.iter().take_while(|e| e.added <= v) {
+            let width = self.numcc_at(e.caller, v);
+            if c < av.saturating_add(width) {
+                return Ok(Step { site: e.site, caller: e.caller, c: c - av, v: self.lv_at(e.caller, v) });
+            }
+            av = av.saturating_add(width);
+        }
+        Err(DecodeError::NoEdge { method: self.method_name(n), c, version: v })
+    }
+
+    pub(crate) fn method_name(&self, n: u32) -> String {
+        match self.methods.get(n as usize) {
+            Some(m) => format!("{}.{}{}", m.class, m.name, m.descriptor),
+            None => format!("method #{n}"),
+        }
+    }
+}
+
+/// The value of a history at version v (0 before its first entry).
+fn at(hist: &[(u64, u64)], v: u64) -> u64 {
+    match hist.partition_point(|&(ver, _)| ver <= v) {
+        0 => 0,
+        i => hist[i - 1].1,
+    }
+}

@@ -1,0 +1,301 @@
+//! Algorithm 1: the call graph, numCC, addition values, last versions, and the graph version.
+//!
+//! # Overflow rule
+//! callIds are kept below a limit L (`EncoderConfig::call_id_limit`, default 2^62): numCC values
+//! saturate at L, and when entering a callee would give a callId c + av(e) ≥ L, the callee instead
+//! starts a new *segment*: the encoder logs an anchor record ⟨site, callee, caller's ⟨c, v⟩⟩ at a
+//! fresh version a and returns ⟨0, a | ANCHOR_BIT⟩. The decoder, reaching a frame whose version
+//! carries ANCHOR_BIT, reads the anchor and continues at the caller with the logged ⟨c, v⟩. So every
+//! context stays exact with two fixed-size numbers per frame, at the price of one log record per
+//! segment. Anchors are memoized by ⟨site, callee, c, v⟩, so a recursion that repeats the same
+//! contexts does not grow the log.
+//!
+//! Why a saturated numCC is still exact: a frame's callId is always below its method's numCC
+//! (frames that would reach L are anchors with callId 0), so the ranges [av(e_i), av(e_i) +
+//! numCC(caller_i)) of a callee's incoming edges stay disjoint and cover every callId that can
+//! arrive through them.
+
+use std::collections::hash_map::Entry;
+use std::sync::{Mutex, MutexGuard};
+
+use rustc_hash::FxHashMap;
+
+use crate::cache::SiteCache;
+use crate::ids::{Context, MethodId, SiteId, ANCHOR_BIT};
+use crate::meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta};
+use crate::{is_root, THREAD_ROOT_SITE, TRUNCATED_ROOT_SITE};
+
+/// Tunables of an [`Encoder`].
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderConfig {
+    /// Exclusive upper bound of callIds (see "Overflow rule"). At least 2.
+    pub call_id_limit: u64,
+    /// How many sites get a lock-free cache slot (72 bytes each, committed lazily by the OS).
+    pub site_cache_capacity: usize,
+}
+
+impl Default for EncoderConfig {
+    fn default() -> Self {
+        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 22 }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EncodeError {
+    #[error("unknown site id {0}")]
+    UnknownSite(u32),
+    #[error("unknown method id {0}")]
+    UnknownMethod(u32),
+    #[error("method id {0} is a virtual root and cannot be called")]
+    RootCallee(u32),
+}
+
+/// Counters for reports and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EncoderStats {
+    pub methods: u64,
+    pub sites: u64,
+    pub edges: u64,
+    /// The current graph version (= number of graph events logged, anchors included).
+    pub version: u64,
+    pub anchors: u64,
+    /// Entries that missed the lock-free cache and took the lock.
+    pub slow_entries: u64,
+}
+
+struct Node {
+    numcc: u64,
+    lv: u64,
+    /// Callers of the incoming edges, in the fixed (insertion) order that defines av.
+    incoming: Vec<MethodId>,
+}
+
+struct State {
+    version: u64,
+    nodes: Vec<Node>,
+    site_owner: Vec<MethodId>,
+    /// ⟨site, callee⟩ → index of the edge in the callee's `incoming`.
+    edges: FxHashMap<(u32, u32), u32>,
+    /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: every update ever made (the
+    /// lock-free cache holds only the latest two per site).
+    memo: FxHashMap<(u32, u32, u64), (u64, u64)>,
+    /// ⟨site, callee, caller c, caller v⟩ → anchor version.
+    anchors: FxHashMap<(u32, u32, u64, u64), u64>,
+    slow_entries: u64,
+}
+
+/// The encoder: thread safe, shared by every thread of the program.
+pub struct Encoder<S: GraphSink> {
+    limit: u64,
+    cache: SiteCache,
+    state: Mutex<State>,
+    sink: S,
+}
+
+impl<S: GraphSink> Encoder<S> {
+    /// A new encoder with the two virtual roots registered (and reported to `sink`).
+    pub fn new(config: EncoderConfig, sink: S) -> Encoder<S> {
+        let enc = Encoder {
+            limit: config.call_id_limit.max(2),
+            cache: SiteCache::new(config.site_cache_capacity),
+            state: Mutex::new(State {
+                version: 0,
+                nodes: Vec::new(),
+                site_owner: Vec::new(),
+                edges: FxHashMap::default(),
+                memo: FxHashMap::default(),
+                anchors: FxHashMap::default(),
+                slow_entries: 0,
+            }),
+            sink,
+        };
+        for (name, site) in [("<thread>", THREAD_ROOT_SITE), ("<truncated>", TRUNCATED_ROOT_SITE)] {
+            let m = enc.register_method(MethodMeta {
+                class: "lucce".into(),
+                name: name.into(),
+                descriptor: "()V".into(),
+                source_file: None,
+                access_flags: 0,
+            });
+            enc.lock().nodes[m.0 as usize].numcc = 1;
+            let s = enc
+                .register_site(SiteMeta { method: m, kind: SiteKind::Call, bci: 0, line: -1 })
+                .expect("root method was just registered");
+            debug_assert_eq!(s, site);
+        }
+        enc
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves the state consistent (every mutation is
+        // completed before the sink is called), so poisoning is not a reason to stop encoding.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sink this encoder reports to.
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// The lock-free cache, for runtimes that read it directly.
+    pub fn site_cache(&self) -> &SiteCache {
+        &self.cache
+    }
+
+    /// The exclusive upper bound of callIds.
+    pub fn call_id_limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Adds a method (a node) and reports it to the sink.
+    pub fn register_method(&self, meta: MethodMeta) -> MethodId {
+        let mut st = self.lock();
+        let id = MethodId(st.nodes.len() as u32);
+        st.nodes.push(Node { numcc: 0, lv: 0, incoming: Vec::new() });
+        self.sink.method(id, &meta);
+        id
+    }
+
+    /// Adds a site of an already registered method and reports it to the sink.
+    pub fn register_site(&self, meta: SiteMeta) -> Result<SiteId, EncodeError> {
+        let mut st = self.lock();
+        if meta.method.0 as usize >= st.nodes.len() {
+            return Err(EncodeError::UnknownMethod(meta.method.0));
+        }
+        let id = SiteId(st.site_owner.len() as u32);
+        st.site_owner.push(meta.method);
+        self.sink.site(id, &meta);
+        Ok(id)
+    }
+
+    /// The context of a thread's first frame, `callee`.
+    pub fn enter_thread(&self, callee: MethodId) -> Result<Context, EncodeError> {
+        self.enter(THREAD_ROOT_SITE, Context::ROOT, callee)
+    }
+
+    /// The context of a frame whose caller is unknown: its traces end in a truncation mark.
+    pub fn enter_truncated(&self, callee: MethodId) -> Result<Context, EncodeError> {
+        self.enter(TRUNCATED_ROOT_SITE, Context::ROOT, callee)
+    }
+
+    /// Algorithm 1: `callee` is entered from `site`, whose frame has context `caller`; returns the
+    /// callee's context. Lock-free and allocation-free when the site has seen this callee and
+    /// caller version before.
+    #[inline]
+    pub fn enter(&self, site: SiteId, caller: Context, callee: MethodId) -> Result<Context, EncodeError> {
+        if let Some((add, v)) = self.cache.lookup(site.0, callee.0, caller.v) {
+            if let Some(c) = caller.c.checked_add(add) {
+                if c < self.limit {
+                    return Ok(Context { c, v });
+                }
+            }
+        }
+        self.enter_slow(site, caller, callee)
+    }
+
+    #[cold]
+    fn enter_slow(&self, site: SiteId, caller: Context, callee: MethodId) -> Result<Context, EncodeError> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        st.slow_entries += 1;
+        let caller_m = *st.site_owner.get(site.0 as usize).ok_or(EncodeError::UnknownSite(site.0))?;
+        if callee.0 as usize >= st.nodes.len() {
+            return Err(EncodeError::UnknownMethod(callee.0));
+        }
+        if is_root(callee) {
+            return Err(EncodeError::RootCallee(callee.0));
+        }
+        let key = (site.0, callee.0, caller.v);
+        let (add, v_out) = match st.memo.get(&key) {
+            Some(&r) => r,
+            None => {
+                let r = st.update(&self.sink, site, caller_m, callee, caller.v, self.limit);
+                st.memo.insert(key, r);
+                r
+            }
+        };
+        self.cache.store(site.0, callee.0, caller.v, add, v_out);
+        match caller.c.checked_add(add) {
+            Some(c) if c < self.limit => Ok(Context { c, v: v_out }),
+            _ => Ok(st.anchor(&self.sink, site, callee, caller)),
+        }
+    }
+
+    pub fn stats(&self) -> EncoderStats {
+        let st = self.lock();
+        EncoderStats {
+            methods: st.nodes.len() as u64,
+            sites: st.site_owner.len() as u64,
+            edges: st.edges.len() as u64,
+            version: st.version,
+            anchors: st.anchors.len() as u64,
+            slow_entries: st.slow_entries,
+        }
+    }
+}
+
+impl State {
+    /// One step of Algorithm 1 under the lock. Returns ⟨av(e), version⟩ for the callee.
+    ///
+    /// Departure from the paper's ordering, for exactness with recursion: lv(p) ← v_in and the
+    /// new edge get one version w; av(e) is read in w and w is what the callee's context
+    /// carries; only then is numCC(callee) recomputed, at a version of its own. With a recursive
+    /// edge the callee is its own caller, so reading av after its numCC changed would give the
+    /// recursive edge a different width in the log than the one used for the sum.
+    /// Invariant (why the order is exact): a frame's callId is below its method's numCC in
+    /// every version after the update that created the frame completed.
+    fn update(&mut self, sink: &impl GraphSink, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64) -> (u64, u64) {
+        let caller_lv = {
+            let pn = &mut self.nodes[p.0 as usize];
+            (pn.lv != v_in).then(|| {
+                pn.lv = v_in;
+                v_in
+            })
+        };
+        let (idx, new_edge) = match self.edges.entry((site.0, n.0)) {
+            Entry::Occupied(e) => (*e.get() as usize, false),
+            Entry::Vacant(e) => {
+                let incoming = &mut self.nodes[n.0 as usize].incoming;
+                incoming.push(p);
+                e.insert(incoming.len() as u32 - 1);
+                (incoming.len() - 1, true)
+            }
+        };
+        if caller_lv.is_some() || new_edge {
+            self.version += 1;
+            sink.graph(&GraphEvent::Update { version: self.version, site, callee: n, caller_lv, new_edge });
+        }
+        let w = self.version;
+        // av(e) and the new numCC(n) in one pass, both with the numCC values of version w.
+        let (mut sum, mut add) = (0u64, 0u64);
+        for (j, q) in self.nodes[n.0 as usize].incoming.iter().enumerate() {
+            if j == idx {
+                add = sum;
+            }
+            sum = sum.saturating_add(self.nodes[q.0 as usize].numcc);
+        }
+        let numcc = sum.min(limit);
+        if self.nodes[n.0 as usize].numcc != numcc {
+            self.nodes[n.0 as usize].numcc = numcc;
+            self.version += 1;
+            sink.graph(&GraphEvent::NumCC { version: self.version, method: n, numcc });
+        }
+        (add, w)
+    }
+
+    /// Starts a new segment at `callee` (see "Overflow rule").
+    fn anchor(&mut self, sink: &impl GraphSink, site: SiteId, callee: MethodId, caller: Context) -> Context {
+        let key = (site.0, callee.0, caller.c, caller.v);
+        let version = match self.anchors.get(&key) {
+            Some(&a) => a,
+            None => {
+                self.version += 1;
+                let a = self.version;
+                sink.graph(&GraphEvent::Anchor { version: a, site, callee, caller_c: caller.c, caller_v: caller.v });
+                self.anchors.insert(key, a);
+                a
+            }
+        };
+        Context { c: 0, v: version | ANCHOR_BIT }
+    }
+}

@@ -1,0 +1,22 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong with a store; each message is one line a user can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: no such store (the path does not exist)")]
+    NotFound { path: PathBuf },
+    #[error("{path}: not a lucce store ({why})")]
+    NotAStore { path: PathBuf, why: String },
+    #[error("{path}: already exists; a store is written once, choose a new directory")]
+    AlreadyExists { path: PathBuf },
+    #[error("{path}: store format version {found}, this lucce reads version {supported}")]
+    WrongFormat { path: PathBuf, found: u32, supported: u32 },
+    #[error("store is corrupt: {0}")]
+    Corrupt(String),
+    #[error("store is in use or unreadable: {0}")]
+    Backend(String),
+    #[error("the store writer has stopped: {0}")]
+    WriterGone(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,281 @@
+//! Reading a store: the header is checked on open; streams are read up to the commit mark.
+
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use crate::backend::{Backend, KeyValue, SledBackend, Tree};
+use crate::records::{decode_block, decode_thread, BlockRecord, EventRecord, GraphRecord, MethodRecord, SiteRecord, ThreadRecord, BLOCK_HEADER};
+use crate::{StoreError, FORMAT_VERSION, MAGIC};
+
+pub(crate) const MAGIC_KEY: &[u8] = b"magic";
+pub(crate) const FORMAT_KEY: &[u8] = b"format";
+pub(crate) const COMMIT_KEY: &[u8] = b"commit";
+
+/// The commit mark: how many records of each stream are complete and durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Commit {
+    pub methods: u64,
+    pub sites: u64,
+    /// Graph events; the newest committed graph version equals this count.
+    pub graph: u64,
+    pub events: u64,
+    /// The writer closed the store itself (false after a crash or a kill).
+    pub clean: bool,
+}
+
+impl Commit {
+    const LEN: usize = 33;
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(Self::LEN);
+        for n in [self.methods, self.sites, self.graph, self.events] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        out.push(self.clean as u8);
+        out
+    }
+
+    fn decode(b: &[u8]) -> Option<Commit> {
+        if b.len() != Self::LEN || b[32] > 1 {
+            return None;
+        }
+        let n = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        Some(Commit { methods: n(0), sites: n(1), graph: n(2), events: n(3), clean: b[32] == 1 })
+    }
+}
+
+/// Records present in the store past the commit mark: written by a process that stopped before
+/// it could commit them. They are never read as data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TailReport {
+    pub methods: u64,
+    pub sites: u64,
+    pub graph: u64,
+    pub events: u64,
+    /// A block past the mark whose header is unreadable.
+    pub damaged: bool,
+}
+
+impl TailReport {
+    pub fn is_empty(&self) -> bool {
+        *self == TailReport::default()
+    }
+}
+
+/// An open store, for reading.
+pub struct StoreReader {
+    db: SledBackend,
+    commit: Commit,
+    path: PathBuf,
+}
+
+impl StoreReader {
+    /// Opens the store in `dir`, refusing with a clear error anything that is not a complete
+    /// store of this format version.
+    pub fn open(dir: &Path) -> Result<StoreReader, StoreError> {
+        let path = dir.to_path_buf();
+        let not_a_store = |why: &str| StoreError::NotAStore { path: path.clone(), why: why.to_string() };
+        if !dir.exists() {
+            return Err(StoreError::NotFound { path });
+        }
+        if !dir.is_dir() {
+            return Err(not_a_store("a file, not a store directory"));
+        }
+        if std::fs::read_dir(dir)?.next().is_none() {
+            return Err(not_a_store("empty directory"));
+        }
+        // Opening with sled would create a database where there is none: look first.
+        if !dir.join("conf").is_file() || !dir.join("db").is_file() {
+            return Err(not_a_store("no database files"));
+        }
+        let db = SledBackend::open(dir, 8 << 20)?;
+        match db.get(Tree::Header, MAGIC_KEY)? {
+            Some(m) if m == MAGIC => {}
+            Some(_) => return Err(not_a_store("wrong magic")),
+            None => return Err(not_a_store("no lucce header")),
+        }
+        let format = db.get(Tree::Header, FORMAT_KEY)?.ok_or_else(|| StoreError::Corrupt("no format version".into()))?;
+        let found = u32::from_be_bytes(format.as_slice().try_into().map_err(|_| StoreError::Corrupt("bad format version record".into()))?);
+        if found != FORMAT_VERSION {
+            return Err(StoreError::WrongFormat { path, found, supported: FORMAT_VERSION });
+        }
+        let commit = db
+            .get(Tree::Header, COMMIT_KEY)?
+            .and_then(|b| Commit::decode(&b))
+            .ok_or_else(|| StoreError::Corrupt("missing or damaged commit mark".into()))?;
+        Ok(StoreReader { db, commit, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn commit(&self) -> Commit {
+        self.commit
+    }
+
+    /// Every committed method, by id.
+    pub fn methods(&self) -> Result<Vec<MethodRecord>, StoreError> {
+        self.stream::<MethodRecord>(Tree::Methods, 0, self.commit.methods).map(|r| r.map(|(_, m)| m)).collect()
+    }
+
+    /// Every committed site, by id.
+    pub fn sites(&self) -> Result<Vec<SiteRecord>, StoreError> {
+        self.stream::<SiteRecord>(Tree::Sites, 0, self.commit.sites).map(|r| r.map(|(_, s)| s)).collect()
+    }
+
+    /// One method by id.
+    pub fn method(&self, id: u32) -> Result<Option<MethodRecord>, StoreError> {
+        self.stream::<MethodRecord>(Tree::Methods, id as u64, self.commit.methods.min(id as u64 + 1)).next().transpose().map(|r| r.map(|(_, m)| m))
+    }
+
+    /// Committed graph events in version order (version = index + 1).
+    pub fn graph(&self) -> impl Iterator<Item = Result<GraphRecord, StoreError>> + '_ {
+        self.stream::<GraphRecord>(Tree::Graph, 0, self.commit.graph).map(|r| r.map(|(_, g)| g))
+    }
+
+    /// Committed events in sequence order, with their sequence numbers.
+    pub fn events(&self) -> EventIter<'_> {
+        self.events_range(0..self.commit.events)
+    }
+
+    /// Committed events with sequence numbers in `range`.
+    pub fn events_range(&self, range: std::ops::Range<u64>) -> EventIter<'_> {
+        self.stream::<EventRecord>(Tree::Events, range.start, range.end.min(self.commit.events))
+    }
+
+    /// Thread names by id.
+    pub fn threads(&self) -> Result<Vec<(u32, ThreadRecord)>, StoreError> {
+        self.db
+            .scan_from(Tree::Threads, &[])
+            .map(|kv| {
+                let (k, v) = kv?;
+                let id = u32::from_be_bytes(k.as_slice().try_into().map_err(|_| StoreError::Corrupt("bad thread key".into()))?);
+                let t = decode_thread(&v).map_err(|e| StoreError::Corrupt(format!("thread {id}: {e}")))?;
+                Ok((id, t))
+            })
+            .collect()
+    }
+
+    /// What lies past the commit mark.
+    pub fn tail(&self) -> Result<TailReport, StoreError> {
+        let mut t = TailReport::default();
+        for (tree, committed, out) in [
+            (Tree::Methods, self.commit.methods, &mut t.methods),
+            (Tree::Sites, self.commit.sites, &mut t.sites),
+            (Tree::Graph, self.commit.graph, &mut t.graph),
+            (Tree::Events, self.commit.events, &mut t.events),
+        ] {
+            if let Some((k, v)) = self.db.floor(tree, &u64::MAX.to_be_bytes())? {
+                match (block_key(&k), block_count(&v)) {
+                    (Some(first), Some(n)) => *out = (first + n).saturating_sub(committed),
+                    _ => t.damaged = true,
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// Bytes of every file of the store.
+    pub fn bytes_on_disk(&self) -> Result<u64, StoreError> {
+        fn walk(p: &Path) -> std::io::Result<u64> {
+            let mut n = 0;
+            for e in std::fs::read_dir(p)? {
+                let e = e?;
+                let md = e.metadata()?;
+                n += if md.is_dir() { walk(&e.path())? } else { md.len() };
+            }
+            Ok(n)
+        }
+        Ok(walk(&self.path)?)
+    }
+
+    fn stream<T: BlockRecord>(&self, tree: Tree, from: u64, end: u64) -> BlockIter<'_, T> {
+        BlockIter { db: &self.db, tree, next: from, end, scan: None, block: Vec::new().into_iter(), block_end: from, _t: PhantomData }
+    }
+}
+
+fn block_key(k: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(k.try_into().ok()?))
+}
+
+fn block_count(v: &[u8]) -> Option<u64> {
+    (v.len() >= BLOCK_HEADER).then(|| u32::from_le_bytes([v[4], v[5], v[6], v[7]]) as u64)
+}
+
+/// Records of one stream with ids in [next, end), checked to be contiguous.
+pub struct BlockIter<'a, T> {
+    db: &'a SledBackend,
+    tree: Tree,
+    next: u64,
+    end: u64,
+    scan: Option<Box<dyn Iterator<Item = Result<KeyValue, StoreError>> + 'a>>,
+    block: std::vec::IntoIter<T>,
+    /// Id one past the last record of the current block.
+    block_end: u64,
+    _t: PhantomData<T>,
+}
+
+/// Events with their sequence numbers.
+pub type EventIter<'a> = BlockIter<'a, EventRecord>;
+
+impl<T: BlockRecord> BlockIter<'_, T> {
+    fn corrupt(&mut self, why: String) -> Option<Result<(u64, T), StoreError>> {
+        self.end = self.next; // stop after reporting
+        Some(Err(StoreError::Corrupt(format!("{:?} stream: {why}", self.tree))))
+    }
+
+    /// Loads the block that holds `self.next`.
+    fn load(&mut self) -> Result<(), String> {
+        let (key, value) = match self.scan.as_mut() {
+            Some(scan) => match scan.next() {
+                Some(kv) => kv.map_err(|e| e.to_string())?,
+                None => return Err(format!("ends at {} but the commit mark says {}", self.next, self.end)),
+            },
+            None => {
+                // First block: the one whose first id is the greatest ≤ next.
+                let kv = self.db.floor(self.tree, &self.next.to_be_bytes()).map_err(|e| e.to_string())?;
+                let (k, v) = kv.ok_or_else(|| format!("record {} is missing", self.next))?;
+                let after = block_key(&k).ok_or("bad block key")?.saturating_add(1);
+                self.scan = Some(self.db.scan_from(self.tree, &after.to_be_bytes()));
+                (k, v)
+            }
+        };
+        let first = block_key(&key).ok_or("bad block key")?;
+        let records = decode_block::<T>(&value).map_err(|e| format!("block at {first}: {e}"))?;
+        let block_end = first + records.len() as u64;
+        if first > self.next || block_end <= self.next {
+            return Err(format!("block at {first} does not hold record {} (gap)", self.next));
+        }
+        let mut it = records.into_iter();
+        if self.next > first {
+            it.nth((self.next - first - 1) as usize);
+        }
+        self.block = it;
+        self.block_end = block_end;
+        Ok(())
+    }
+}
+
+impl<T: BlockRecord> Iterator for BlockIter<'_, T> {
+    type Item = Result<(u64, T), StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.end {
+            return None;
+        }
+        if self.next >= self.block_end {
+            if let Err(why) = self.load() {
+                return self.corrupt(why);
+            }
+        }
+        match self.block.next() {
+            Some(r) => {
+                let id = self.next;
+                self.next += 1;
+                Some(Ok((id, r)))
+            }
+            None => self.corrupt(format!("record {} is missing", self.next)),
+        }
+    }
+}

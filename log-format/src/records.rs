@@ -1,0 +1,246 @@
+//! The records of a store and their block encoding. `decode_block` is the one place where bytes
+//! from disk become records; it is fuzzed (tests/fuzz_records.rs) and never panics.
+
+use rkyv::rancor::Error as RkyvError;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize, Serialize};
+
+use lucce_encoder::{GraphEvent, MethodId, MethodMeta, SiteId, SiteKind, SiteMeta};
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MethodRecord {
+    /// Binary class name with dots.
+    pub class: String,
+    pub name: String,
+    pub descriptor: String,
+    pub source_file: Option<String>,
+    pub access_flags: u16,
+}
+
+/// `SiteRecord::kind` values.
+pub mod site_kind {
+    pub const CALL: u8 = 0;
+    pub const ALLOC: u8 = 1;
+    pub const EVENT: u8 = 2;
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteRecord {
+    pub method: u32,
+    pub kind: u8,
+    pub bci: u32,
+    pub line: i32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphRecord {
+    Update { version: u64, site: u32, callee: u32, caller_lv: Option<u64>, new_edge: bool },
+    NumCC { version: u64, method: u32, numcc: u64 },
+    Anchor { version: u64, site: u32, callee: u32, caller_c: u64, caller_v: u64 },
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// A mark recorded by the program (`Lucce.mark`).
+    Mark,
+    /// A sampled method entry.
+    Sample,
+    /// An allocation.
+    Alloc,
+}
+
+impl EventKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Mark => "mark",
+            EventKind::Sample => "sample",
+            EventKind::Alloc => "alloc",
+        }
+    }
+}
+
+/// A frame as `Throwable.getStackTrace()` shows it, kept with an event for verification.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TruthFrame {
+    pub class: String,
+    pub method: String,
+    pub file: Option<String>,
+    pub line: i32,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub thread: u32,
+    pub kind: EventKind,
+    /// The site where the event happened; its method is the innermost frame.
+    pub site: u32,
+    /// The context ⟨c, v⟩ of the frame the event happened in.
+    pub c: u64,
+    pub v: u64,
+    pub label: Option<String>,
+    /// The stack as the runtime saw it (verify mode), innermost first.
+    pub truth: Option<Vec<TruthFrame>>,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ThreadRecord {
+    pub name: String,
+}
+
+impl From<&MethodMeta> for MethodRecord {
+    fn from(m: &MethodMeta) -> Self {
+        MethodRecord {
+            class: m.class.clone(),
+            name: m.name.clone(),
+            descriptor: m.descriptor.clone(),
+            source_file: m.source_file.clone(),
+            access_flags: m.access_flags,
+        }
+    }
+}
+
+impl From<&SiteMeta> for SiteRecord {
+    fn from(s: &SiteMeta) -> Self {
+        let kind = match s.kind {
+            SiteKind::Call => site_kind::CALL,
+            SiteKind::Alloc => site_kind::ALLOC,
+            SiteKind::Event => site_kind::EVENT,
+        };
+        SiteRecord { method: s.method.0, kind, bci: s.bci, line: s.line }
+    }
+}
+
+impl From<&GraphEvent> for GraphRecord {
+    fn from(e: &GraphEvent) -> Self {
+        match *e {
+            GraphEvent::Update { version, site, callee, caller_lv, new_edge } => {
+                GraphRecord::Update { version, site: site.0, callee: callee.0, caller_lv, new_edge }
+            }
+            GraphEvent::NumCC { version, method, numcc } => GraphRecord::NumCC { version, method: method.0, numcc },
+            GraphEvent::Anchor { version, site, callee, caller_c, caller_v } => {
+                GraphRecord::Anchor { version, site: site.0, callee: callee.0, caller_c, caller_v }
+            }
+        }
+    }
+}
+
+impl From<&GraphRecord> for GraphEvent {
+    fn from(r: &GraphRecord) -> Self {
+        match *r {
+            GraphRecord::Update { version, site, callee, caller_lv, new_edge } => {
+                GraphEvent::Update { version, site: SiteId(site), callee: MethodId(callee), caller_lv, new_edge }
+            }
+            GraphRecord::NumCC { version, method, numcc } => GraphEvent::NumCC { version, method: MethodId(method), numcc },
+            GraphRecord::Anchor { version, site, callee, caller_c, caller_v } => GraphEvent::Anchor {
+                version,
+                site: SiteId(site),
+                callee: MethodId(callee),
+                caller_c,
+                caller_v,
+            },
+        }
+    }
+}
+
+/// Which stream a block belongs to (the first byte of every block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StreamTag {
+    Methods = 1,
+    Sites = 2,
+    Graph = 3,
+    Events = 4,
+}
+
+/// Bytes before the payload: tag, 3 reserved, count (u32 LE), CRC-32 of payload (u32 LE).
+pub const BLOCK_HEADER: usize = 12;
+
+/// A record type that is stored in blocks.
+pub trait BlockRecord: Sized + Archive {
+    const TAG: StreamTag;
+    #[allow(clippy::ptr_arg)] // rkyv serializes a Vec, not a slice
+    fn encode(records: &Vec<Self>) -> Result<AlignedVec, RkyvError>;
+    fn decode(payload: &AlignedVec) -> Result<Vec<Self>, RkyvError>;
+}
+
+macro_rules! block_record {
+    ($t:ty, $tag:expr) => {
+        impl BlockRecord for $t {
+            const TAG: StreamTag = $tag;
+            fn encode(records: &Vec<Self>) -> Result<AlignedVec, RkyvError> {
+                rkyv::to_bytes::<RkyvError>(records)
+            }
+            fn decode(payload: &AlignedVec) -> Result<Vec<Self>, RkyvError> {
+                rkyv::from_bytes::<Vec<Self>, RkyvError>(payload)
+            }
+        }
+    };
+}
+block_record!(MethodRecord, StreamTag::Methods);
+block_record!(SiteRecord, StreamTag::Sites);
+block_record!(GraphRecord, StreamTag::Graph);
+block_record!(EventRecord, StreamTag::Events);
+
+/// Encodes records as one block value.
+#[allow(clippy::ptr_arg)]
+pub fn encode_block<T: BlockRecord>(records: &Vec<T>) -> Vec<u8> {
+    let payload = T::encode(records).expect("serializing plain records into memory cannot fail");
+    let mut out = Vec::with_capacity(BLOCK_HEADER + payload.len());
+    out.push(T::TAG as u8);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Decodes one block value; any damage is an error naming what is wrong.
+pub fn decode_block<T: BlockRecord>(bytes: &[u8]) -> Result<Vec<T>, String> {
+    if bytes.len() < BLOCK_HEADER {
+        return Err(format!("block of {} bytes is shorter than its header", bytes.len()));
+    }
+    if bytes[0] != T::TAG as u8 {
+        return Err(format!("block tag {} where {:?} was expected", bytes[0], T::TAG));
+    }
+    let count = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+    let crc = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    let payload = &bytes[BLOCK_HEADER..];
+    if crc32fast::hash(payload) != crc {
+        return Err("block checksum mismatch".into());
+    }
+    let mut aligned = AlignedVec::<16>::with_capacity(payload.len());
+    aligned.extend_from_slice(payload);
+    let records = T::decode(&aligned).map_err(|e| format!("block does not decode: {e}"))?;
+    if records.len() != count {
+        return Err(format!("block says {count} records but holds {}", records.len()));
+    }
+    Ok(records)
+}
+
+/// Thread records are stored one per key, as bare rkyv bytes.
+pub fn encode_thread(t: &ThreadRecord) -> Vec<u8> {
+    rkyv::to_bytes::<RkyvError>(t).expect("serializing into memory cannot fail").to_vec()
+}
+
+pub fn decode_thread(bytes: &[u8]) -> Result<ThreadRecord, String> {
+    let mut aligned = AlignedVec::<16>::with_capacity(bytes.len());
+    aligned.extend_from_slice(bytes);
+    rkyv::from_bytes::<ThreadRecord, RkyvError>(&aligned).map_err(|e| format!("thread record does not decode: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip_and_damage_is_detected() {
+        let recs = vec![SiteRecord { method: 3, kind: site_kind::CALL, bci: 7, line: 42 }; 5];
+        let mut b = encode_block(&recs);
+        assert_eq!(decode_block::<SiteRecord>(&b).unwrap(), recs);
+        assert!(decode_block::<MethodRecord>(&b).unwrap_err().contains("tag"));
+        let last = b.len() - 1;
+        b[last] ^= 0x40;
+        assert!(decode_block::<SiteRecord>(&b).unwrap_err().contains("checksum"));
+        assert!(decode_block::<SiteRecord>(&b[..5]).is_err());
+    }
+}

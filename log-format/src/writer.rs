@@ -1,0 +1,350 @@
+//! The batching writer: producers hand records to a channel and never wait on disk; one thread
+//! owns the database, packs records into blocks, and commits on request, on a timer and at close.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+use lucce_encoder::{GraphEvent, GraphSink, MethodId, MethodMeta, SiteId, SiteMeta};
+
+use crate::backend::{Backend, SledBackend, Tree};
+use crate::reader::{Commit, COMMIT_KEY, FORMAT_KEY, MAGIC_KEY};
+use crate::records::{encode_block, encode_thread, BlockRecord, EventRecord, GraphRecord, MethodRecord, SiteRecord, ThreadRecord};
+use crate::{StoreError, FORMAT_VERSION, MAGIC};
+
+/// Tunables of a [`StoreWriter`].
+#[derive(Debug, Clone, Copy)]
+pub struct WriterOptions {
+    /// How often pending records are committed when nobody asks (the most a crash can lose).
+    pub flush_interval: Duration,
+    /// Records per block.
+    pub block_records: usize,
+    /// sled's page cache (its default is 1 GiB; a writer needs little).
+    pub cache_bytes: u64,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions { flush_interval: Duration::from_millis(200), block_records: 4096, cache_bytes: 16 << 20 }
+    }
+}
+
+/// What a closed writer wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterReport {
+    pub methods: u64,
+    pub sites: u64,
+    pub graph_events: u64,
+    pub events: u64,
+    pub threads: u64,
+    pub commits: u64,
+    pub bytes_on_disk: u64,
+}
+
+enum Msg {
+    Method(u32, MethodRecord),
+    Site(u32, SiteRecord),
+    Graph(GraphRecord),
+    Events(Vec<EventRecord>),
+    Thread(u32, String),
+    Flush(Sender<Result<(), String>>),
+    Close,
+}
+
+/// A cheap, cloneable way to send records to the writer from any thread. It is the encoder's
+/// [`GraphSink`].
+#[derive(Clone)]
+pub struct WriterHandle {
+    tx: Sender<Msg>,
+    next_thread: Arc<AtomicU32>,
+}
+
+impl WriterHandle {
+    /// Records one event; its sequence number is its arrival order at the writer.
+    pub fn event(&self, e: EventRecord) {
+        let _ = self.tx.send(Msg::Events(vec![e]));
+    }
+
+    /// Records a batch of events (cheaper than one by one).
+    pub fn events(&self, batch: Vec<EventRecord>) {
+        if !batch.is_empty() {
+            let _ = self.tx.send(Msg::Events(batch));
+        }
+    }
+
+    /// Registers a thread and returns its id for [`EventRecord::thread`].
+    pub fn thread(&self, name: &str) -> u32 {
+        let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
+        let _ = self.tx.send(Msg::Thread(id, name.to_string()));
+        id
+    }
+
+    /// Blocks until everything sent before this call is durable and committed.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let (ack_tx, ack_rx) = bounded(1);
+        self.tx.send(Msg::Flush(ack_tx)).map_err(|_| StoreError::WriterGone("closed".into()))?;
+        match ack_rx.recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::WriterGone(e)),
+            Err(_) => Err(StoreError::WriterGone("the writer thread stopped".into())),
+        }
+    }
+}
+
+impl GraphSink for WriterHandle {
+    fn method(&self, id: MethodId, meta: &MethodMeta) {
+        let _ = self.tx.send(Msg::Method(id.0, meta.into()));
+    }
+    fn site(&self, id: SiteId, meta: &SiteMeta) {
+        let _ = self.tx.send(Msg::Site(id.0, meta.into()));
+    }
+    fn graph(&self, event: &GraphEvent) {
+        let _ = self.tx.send(Msg::Graph(event.into()));
+    }
+}
+
+/// Owns the writer thread of one new store.
+pub struct StoreWriter {
+    handle: WriterHandle,
+    join: Option<JoinHandle<Result<WriterReport, StoreError>>>,
+    path: PathBuf,
+}
+
+impl StoreWriter {
+    /// Creates a new store in `dir`, which must not exist or be an empty directory.
+    pub fn create(dir: &Path, opts: WriterOptions) -> Result<StoreWriter, StoreError> {
+        if dir.exists() {
+            let empty = dir.is_dir() && std::fs::read_dir(dir)?.next().is_none();
+            if !empty {
+                return Err(StoreError::AlreadyExists { path: dir.to_path_buf() });
+            }
+        }
+        std::fs::create_dir_all(dir)?;
+        let backend = SledBackend::open(dir, opts.cache_bytes)?;
+        backend.put(Tree::Header, MAGIC_KEY, MAGIC)?;
+        backend.put(Tree::Header, FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
+        backend.put(Tree::Header, COMMIT_KEY, &Commit::default().encode())?;
+        backend.flush()?;
+        let (tx, rx) = unbounded();
+        let join = std::thread::Builder::new()
+            .name("lucce-writer".into())
+            .spawn(move || WriterThread::new(backend, opts).run(rx))?;
+        Ok(StoreWriter {
+            handle: WriterHandle { tx, next_thread: Arc::new(AtomicU32::new(0)) },
+            join: Some(join),
+            path: dir.to_path_buf(),
+        })
+    }
+
+    pub fn handle(&self) -> WriterHandle {
+        self.handle.clone()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Commits everything sent so far and waits until it is durable.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.handle.flush()
+    }
+
+    /// Commits everything, marks the store as closed cleanly and stops the writer thread.
+    pub fn close(mut self) -> Result<WriterReport, StoreError> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<WriterReport, StoreError> {
+        let _ = self.handle.tx.send(Msg::Close);
+        match self.join.take() {
+            Some(j) => j.join().unwrap_or_else(|_| Err(StoreError::WriterGone("the writer thread panicked".into()))),
+            None => Err(StoreError::WriterGone("already closed".into())),
+        }
+    }
+}
+
+impl Drop for StoreWriter {
+    fn drop(&mut self) {
+        if self.join.is_some() {
+            let _ = self.stop();
+        }
+    }
+}
+
+/// Records of one stream not yet written as a block.
+struct Pending<T> {
+    tree: Tree,
+    written: u64,
+    buf: Vec<T>,
+}
+
+impl<T: BlockRecord> Pending<T> {
+    fn new(tree: Tree) -> Self {
+        Pending { tree, written: 0, buf: Vec::new() }
+    }
+
+    fn next_id(&self) -> u64 {
+        self.written + self.buf.len() as u64
+    }
+
+    fn write_block(&mut self, db: &dyn Backend) -> Result<(), StoreError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        db.put(self.tree, &self.written.to_be_bytes(), &encode_block(&self.buf))?;
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+struct WriterThread {
+    db: SledBackend,
+    opts: WriterOptions,
+    methods: Pending<MethodRecord>,
+    sites: Pending<SiteRecord>,
+    graph: Pending<GraphRecord>,
+    events: Pending<EventRecord>,
+    threads: u64,
+    commits: u64,
+    dirty: bool,
+    failed: Option<String>,
+}
+
+impl WriterThread {
+    fn new(db: SledBackend, opts: WriterOptions) -> Self {
+        WriterThread {
+            db,
+            opts,
+            methods: Pending::new(Tree::Methods),
+            sites: Pending::new(Tree::Sites),
+            graph: Pending::new(Tree::Graph),
+            events: Pending::new(Tree::Events),
+            threads: 0,
+            commits: 0,
+            dirty: false,
+            failed: None,
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Msg>) -> Result<WriterReport, StoreError> {
+        let mut next_commit = Instant::now() + self.opts.flush_interval;
+        loop {
+            let msg = rx.recv_timeout(next_commit.saturating_duration_since(Instant::now()));
+            match msg {
+                Ok(Msg::Flush(ack)) => {
+                    self.commit(false);
+                    let _ = ack.send(self.failed.clone().map_or(Ok(()), Err));
+                }
+                Ok(Msg::Close) | Err(RecvTimeoutError::Disconnected) => {
+                    // Disconnected: every handle is gone without a close; still commit what came.
+                    let clean = matches!(msg, Ok(Msg::Close));
+                    self.commit(clean);
+                    return match self.failed {
+                        Some(e) => Err(StoreError::WriterGone(e)),
+                        None => Ok(WriterReport {
+                            methods: self.methods.written,
+                            sites: self.sites.written,
+                            graph_events: self.graph.written,
+                            events: self.events.written,
+                            threads: self.threads,
+                            commits: self.commits,
+                            bytes_on_disk: self.db.size_on_disk().unwrap_or(0),
+                        }),
+                    };
+                }
+                Ok(m) => {
+                    if let Err(e) = self.accept(m) {
+                        self.failed.get_or_insert(e.to_string());
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() >= next_commit {
+                if self.dirty {
+                    self.commit(false);
+                }
+                next_commit = Instant::now() + self.opts.flush_interval;
+            }
+        }
+    }
+
+    fn accept(&mut self, msg: Msg) -> Result<(), StoreError> {
+        if self.failed.is_some() {
+            return Ok(());
+        }
+        self.dirty = true;
+        let block = self.opts.block_records;
+        let db = &self.db;
+        match msg {
+            Msg::Method(id, r) => push_dense(&mut self.methods, id as u64, r, block, db),
+            Msg::Site(id, r) => push_dense(&mut self.sites, id as u64, r, block, db),
+            Msg::Graph(r) => {
+                let id = match r {
+                    GraphRecord::Update { version, .. } | GraphRecord::NumCC { version, .. } | GraphRecord::Anchor { version, .. } => {
+                        version.wrapping_sub(1)
+                    }
+                };
+                push_dense(&mut self.graph, id, r, block, db)
+            }
+            Msg::Events(batch) => {
+                for e in batch {
+                    let id = self.events.next_id();
+                    push_dense(&mut self.events, id, e, block, db)?;
+                }
+                Ok(())
+            }
+            Msg::Thread(id, name) => {
+                self.threads += 1;
+                db.put(Tree::Threads, &id.to_be_bytes(), &encode_thread(&ThreadRecord { name }))
+            }
+            Msg::Flush(_) | Msg::Close => Ok(()),
+        }
+    }
+
+    /// Blocks first, durable; then the mark that says they are complete, durable.
+    fn commit(&mut self, clean: bool) {
+        if self.failed.is_some() {
+            return;
+        }
+        let result = (|| {
+            self.methods.write_block(&self.db)?;
+            self.sites.write_block(&self.db)?;
+            self.graph.write_block(&self.db)?;
+            self.events.write_block(&self.db)?;
+            self.db.flush()?;
+            let mark = Commit {
+                methods: self.methods.written,
+                sites: self.sites.written,
+                graph: self.graph.written,
+                events: self.events.written,
+                clean,
+            };
+            self.db.put(Tree::Header, COMMIT_KEY, &mark.encode())?;
+            self.db.flush()
+        })();
+        match result {
+            Ok(()) => {
+                self.commits += 1;
+                self.dirty = false;
+            }
+            Err(e) => self.failed = Some(e.to_string()),
+        }
+    }
+}
+
+/// Appends a record whose id must be the next of its stream; a gap means a producer bug and
+/// would make the store undecodable, so it stops the writer with an error.
+fn push_dense<T: BlockRecord>(p: &mut Pending<T>, id: u64, r: T, block: usize, db: &dyn Backend) -> Result<(), StoreError> {
+    if id != p.next_id() {
+        return Err(StoreError::WriterGone(format!("{:?} record {id} arrived where {} was expected", p.tree, p.next_id())));
+    }
+    p.buf.push(r);
+    if p.buf.len() >= block {
+        p.write_block(db)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,6 @@
+//! The `lucce` command line's library: the synthetic demo program, output formats and commands.
+
+pub mod demo;
+pub mod render;
+pub mod synth;
+pub mod verify;
