@@ -48,6 +48,7 @@ pub trait Backend: Send + Sync {
 pub struct SledBackend {
     db: sled::Db,
     trees: Vec<sled::Tree>,
+    dir: std::path::PathBuf,
 }
 
 const ALL_TREES: [Tree; 6] = [Tree::Header, Tree::Methods, Tree::Sites, Tree::Graph, Tree::Events, Tree::Threads];
@@ -76,11 +77,27 @@ impl SledBackend {
             .iter()
             .map(|t| guarded("opening a tree", || db.open_tree(t.name())))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(SledBackend { db, trees })
+        Ok(SledBackend { db, trees, dir: dir.to_path_buf() })
     }
 
     fn tree(&self, t: Tree) -> &sled::Tree {
         &self.trees[ALL_TREES.iter().position(|x| *x == t).unwrap_or(0)]
+    }
+
+    /// Closes the database and returns once sled has released its lock on the files, so that
+    /// the store can be opened again at once (sled's I/O threads let go of it a moment after
+    /// the last handle is dropped).
+    pub fn close(self) {
+        let lock_file = self.dir.join("db");
+        drop(self.trees);
+        drop(self.db);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            match std::fs::File::open(&lock_file).map(|f| f.try_lock()) {
+                Ok(Err(std::fs::TryLockError::WouldBlock)) => std::thread::yield_now(),
+                _ => return, // released (or gone): nothing holds it any more
+            }
+        }
     }
 
     /// Bytes the database occupies on disk.

@@ -243,17 +243,19 @@ impl WriterThread {
                     // Disconnected: every handle is gone without a close; still commit what came.
                     let clean = matches!(msg, Ok(Msg::Close));
                     self.commit(clean);
+                    let report = WriterReport {
+                        methods: self.methods.written,
+                        sites: self.sites.written,
+                        graph_events: self.graph.written,
+                        events: self.events.written,
+                        threads: self.threads,
+                        commits: self.commits,
+                        bytes_on_disk: self.db.size_on_disk().unwrap_or(0),
+                    };
+                    self.db.close();
                     return match self.failed {
                         Some(e) => Err(StoreError::WriterGone(e)),
-                        None => Ok(WriterReport {
-                            methods: self.methods.written,
-                            sites: self.sites.written,
-                            graph_events: self.graph.written,
-                            events: self.events.written,
-                            threads: self.threads,
-                            commits: self.commits,
-                            bytes_on_disk: self.db.size_on_disk().unwrap_or(0),
-                        }),
+                        None => Ok(report),
                     };
                 }
                 Ok(m) => {
