@@ -24,6 +24,8 @@ pub struct DemoOptions {
     /// Median stack depth the random walk aims for.
     pub target_depth: usize,
     pub call_id_limit: u64,
+    /// Every Nth event keeps the stack the simulated runtime had, for verification.
+    pub verify_every: u64,
 }
 
 impl Default for DemoOptions {
@@ -37,6 +39,7 @@ impl Default for DemoOptions {
             recursion_depth: 10_000,
             target_depth: 50,
             call_id_limit: EncoderConfig::default().call_id_limit,
+            verify_every: 10,
         }
     }
 }
@@ -88,7 +91,10 @@ fn run_thread<S: lucce_encoder::GraphSink>(rt: &Runtime<'_, S>, out: WriterHandl
     let mut recorded = batch.len() as u64;
     while recorded < events {
         let op = random_op(&mut rng, t.depth(), opts.target_depth);
-        if let Some(ev) = t.step(rt, op)? {
+        if let Some(mut ev) = t.step(rt, op)? {
+            if recorded % opts.verify_every.max(1) != 0 {
+                ev.truth = None;
+            }
             batch.push(ev);
             recorded += 1;
             if batch.len() == 1024 {

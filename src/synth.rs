@@ -49,11 +49,14 @@ impl SynthProgram {
                         SynthSite { line: 21, targets: vec![RECURSIVE] },
                         SynthSite { line: 22, targets: vec![rng.gen_range(2..n)] },
                     ],
+                    // Mostly calls to later methods (a layered program), some back edges
+                    // (recursion), the last method a leaf.
+                    _ if i == n - 1 => Vec::new(),
                     _ => (0..rng.gen_range(0..4))
                         .map(|k| {
                             let ntargets = if rng.gen_bool(0.3) { rng.gen_range(2..4) } else { 1 };
                             let targets = (0..ntargets)
-                                .map(|_| if rng.gen_bool(0.1) { rng.gen_range(1..n) } else { rng.gen_range(i.min(n - 1)..n) })
+                                .map(|_| if rng.gen_bool(0.08) { rng.gen_range(1..n) } else { rng.gen_range(i + 1..n) })
                                 .collect();
                             SynthSite { line: 100 + 10 * k as i32, targets }
                         })

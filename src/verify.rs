@@ -7,7 +7,8 @@ use lucce_log_format::{StoreReader, TruthFrame};
 #[derive(Debug, Clone)]
 pub struct Mismatch {
     pub seq: u64,
-    pub expected: Vec<TruthFrame>,
+    /// The runtime's stack; None for an event without one that failed to decode.
+    pub expected: Option<Vec<TruthFrame>>,
     /// The decoded frames, or why decoding failed.
     pub decoded: Result<Vec<TruthFrame>, String>,
 }
@@ -19,7 +20,7 @@ pub struct VerifyReport {
     pub mismatches: Vec<Mismatch>,
 }
 
-/// Decodes every event that carries a true stack and compares. `progress` is told each event.
+/// Decodes every event; compares those that carry a true stack. `progress` is told each event.
 pub fn verify_store(store: &StoreReader, graph: &Graph, mut progress: impl FnMut(u64)) -> Result<VerifyReport, DecodeError> {
     let mut dec = ContextDecoder::new(graph);
     let mut report = VerifyReport::default();
@@ -27,11 +28,16 @@ pub fn verify_store(store: &StoreReader, graph: &Graph, mut progress: impl FnMut
         let (seq, ev) = item?;
         report.events += 1;
         progress(seq);
-        let Some(expected) = ev.truth else { continue };
-        report.checked += 1;
         let decoded = dec.decode(ev.site, ev.c, ev.v).map(|ctx| crate::render::truth_frames(&dec, ctx)).map_err(|e| e.to_string());
-        if decoded.as_ref() != Ok(&expected) {
-            report.mismatches.push(Mismatch { seq, expected, decoded });
+        match ev.truth {
+            Some(expected) => {
+                report.checked += 1;
+                if decoded.as_ref() != Ok(&expected) {
+                    report.mismatches.push(Mismatch { seq, expected: Some(expected), decoded });
+                }
+            }
+            None if decoded.is_err() => report.mismatches.push(Mismatch { seq, expected: None, decoded }),
+            None => {}
         }
     }
     Ok(report)
