@@ -43,7 +43,8 @@ impl SynthProgram {
         let methods = (0..n)
             .map(|i| {
                 let sites = match i {
-                    0 => vec![SynthSite { line: 10, targets: (2..n.min(6)).chain([RECURSIVE]).collect() }],
+                    // RECURSIVE is entered only by `deep_recursion`, through this site.
+                    0 => vec![SynthSite { line: 10, targets: (2..n.min(6)).collect() }],
                     RECURSIVE => vec![
                         SynthSite { line: 20, targets: vec![RECURSIVE] },
                         SynthSite { line: 21, targets: vec![RECURSIVE] },
@@ -52,11 +53,11 @@ impl SynthProgram {
                     // Mostly calls to later methods (a layered program), some back edges
                     // (recursion), the last method a leaf.
                     _ if i == n - 1 => Vec::new(),
-                    _ => (0..rng.gen_range(0..4))
+                    _ => (0..if rng.gen_bool(0.1) { 0 } else { rng.gen_range(1..4) })
                         .map(|k| {
                             let ntargets = if rng.gen_bool(0.3) { rng.gen_range(2..4) } else { 1 };
                             let targets = (0..ntargets)
-                                .map(|_| if rng.gen_bool(0.08) { rng.gen_range(1..n) } else { rng.gen_range(i + 1..n) })
+                                .map(|_| if rng.gen_bool(0.01) { rng.gen_range(i.saturating_sub(20).max(1)..=i) } else { (i + 1 + rng.gen_range(0..6)).min(n - 1) })
                                 .collect();
                             SynthSite { line: 100 + 10 * k as i32, targets }
                         })
@@ -243,7 +244,7 @@ pub fn deep_recursion<S: GraphSink>(rt: &Runtime<'_, S>, t: &mut SimThread, dept
     let start = 1;
     let saved = t.max_depth;
     t.max_depth = usize::MAX;
-    t.call(rt, 0, RECURSIVE)?; // method 0's site 0 lists RECURSIVE among its targets
+    t.call(rt, 0, RECURSIVE)?; // through method 0.s site 0, outside its random targets
     for i in 0..depth {
         t.call(rt, ((pattern.rotate_left(i as u32 % 64) ^ i as u64) & 1) as usize, RECURSIVE)?;
     }

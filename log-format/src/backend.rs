@@ -69,6 +69,8 @@ impl SledBackend {
             .path(dir)
             .cache_capacity(cache_bytes)
             .mode(sled::Mode::HighThroughput)
+            .use_compression(true)
+            .compression_factor(3)
             // The writer decides when data is durable (its commit mark); sled's own background
             // flusher would only add I/O.
             .flush_every_ms(None);

@@ -1,0 +1,51 @@
+//! Compiles the runtime class (agent/java/lucce/Runtime.java) with javac into OUT_DIR; the library
+//! embeds the class file with `include_bytes!`.
+//!
+//! `--release 11`: the oldest release whose API snapshot still has `sun.misc.Unsafe`
+//! (jdk.unsupported); the class file (version 55) loads on every JDK the agent supports.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn javac() -> PathBuf {
+    if let Some(home) = std::env::var_os("JAVA_HOME") {
+        let p = Path::new(&home).join("bin/javac");
+        if p.exists() {
+            return p;
+        }
+    }
+    let debian = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/bin/javac");
+    if debian.exists() {
+        return debian.to_path_buf();
+    }
+    PathBuf::from("javac")
+}
+
+fn main() {
+    let src = Path::new("java/lucce/Runtime.java");
+    println!("cargo:rerun-if-changed={}", src.display());
+    println!("cargo:rerun-if-env-changed=JAVA_HOME");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let classes = out.join("java-classes");
+    let _ = std::fs::remove_dir_all(&classes);
+    std::fs::create_dir_all(&classes).expect("create OUT_DIR/java-classes");
+    let javac = javac();
+    let result = Command::new(&javac)
+        .args(["--release", "11", "-nowarn", "-XDsuppressNotes", "-g:none", "-d"])
+        .arg(&classes)
+        .arg(src)
+        .output();
+    match result {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "{} failed on {}:\n{}{}",
+            javac.display(),
+            src.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => panic!("cannot run {} (set JAVA_HOME to a JDK >= 11): {e}", javac.display()),
+    }
+    let class = classes.join("lucce/Runtime.class");
+    assert!(class.exists(), "javac produced no {}", class.display());
+}

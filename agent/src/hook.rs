@@ -1,0 +1,382 @@
+//! The agent's life in the JVM: setup at `Agent_OnLoad`, the ClassFileLoadHook that rewrites
+//! classes, the VMInit batch retransformation, and the VMDeath summary.
+//!
+//! Phases:
+//! - OnLoad: options, capabilities, counter memory, callbacks. Nothing is rewritten yet.
+//! - Before VMInit the hook leaves every class alone (counted as "deferred"). Instrumented code
+//!   calls `lucce/Runtime`, which does not exist before VMInit, and early in startup the boot loader
+//!   cannot load classes from outside java.base anyway.
+//! - VMInit: define `lucce/Runtime` into the boot loader, switch the hook on, then retransform every
+//!   modifiable class loaded so far in ONE `RetransformClasses` call (class by class only if the
+//!   batch is refused).
+//! - VMDeath: the summary (and the count check).
+//!
+//! Every callback runs inside `catch_unwind`; a panic in the agent is logged and the class (or
+//! event) is left as the JVM gave it.
+
+use std::collections::HashSet;
+use std::ffi::{c_char, c_uchar, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use crate::count_check::CountCheck;
+use crate::diag;
+use crate::jvmti::{self, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
+use crate::options::Options;
+use crate::registry::Registry;
+// The rewriter's entry point. Switch to `crate::rewrite::{...}` once agent/src/rewrite/ provides
+// `rewrite_class` (the contract in rewrite/mod.rs).
+use crate::rewrite_stub::{rewrite_class, RewriteOutcome};
+use crate::runtime::{self, Counters};
+use crate::summary::{Stats, Summary};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("no JVMTI 1.2 environment")]
+    NoJvmti,
+    #[error("the JVM cannot {0}")]
+    MissingCapability(&'static str),
+    #[error("JVMTI call {0} failed: {1}")]
+    Jvmti(&'static str, jvmti::Error),
+    #[error(transparent)]
+    Runtime(#[from] runtime::RuntimeError),
+    #[error("the agent was loaded twice")]
+    AlreadyLoaded,
+}
+
+pub struct Agent {
+    jvmti: Jvmti,
+    options: Options,
+    options_text: String,
+    registry: Registry,
+    stats: Mutex<Stats>,
+    counters: &'static Counters,
+    count_check: Option<CountCheck>,
+    /// The hook rewrites only once the runtime class exists (set at VMInit).
+    live: AtomicBool,
+    /// Until the VMInit batch has been assembled: names of classes the hook rewrote at first load,
+    /// so that the batch does not retransform them a second time.
+    hooked_early: Mutex<Option<HashSet<String>>>,
+    dead: AtomicBool,
+}
+
+static AGENT: OnceLock<Agent> = OnceLock::new();
+
+/// Everything `Agent_OnLoad` does after parsing the options.
+///
+/// # Safety
+/// `vm` must be the `JavaVM*` the JVM passed to `Agent_OnLoad`.
+pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: String) -> Result<(), SetupError> {
+    if AGENT.get().is_some() {
+        return Err(SetupError::AlreadyLoaded);
+    }
+    // SAFETY: forwarded from the caller's contract.
+    let jvmti = unsafe { jvmti::JavaVM::get_jvmti(vm) }.ok_or(SetupError::NoJvmti)?;
+    let potential = jvmti.potential_capabilities().map_err(|e| SetupError::Jvmti("GetPotentialCapabilities", e))?;
+    let mut caps = Capabilities::default();
+    let mut want = vec![
+        (Capabilities::GENERATE_ALL_CLASS_HOOK_EVENTS, "generate all class hook events"),
+        (Capabilities::RETRANSFORM_CLASSES, "retransform classes"),
+        (Capabilities::RETRANSFORM_ANY_CLASS, "retransform any class"),
+    ];
+    if !options.count_check.is_empty() {
+        want.push((Capabilities::GENERATE_METHOD_ENTRY_EVENTS, "generate method entry events"));
+    }
+    for (bit, what) in want {
+        if !potential.has(bit) {
+            return Err(SetupError::MissingCapability(what));
+        }
+        caps.set(bit);
+    }
+    jvmti.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
+    let counters = runtime::install_counters(options.counters)?;
+    let count_check = (!options.count_check.is_empty()).then(CountCheck::default);
+    let agent = Agent {
+        jvmti,
+        options,
+        options_text,
+        registry: Registry::new(),
+        stats: Mutex::new(Stats::default()),
+        counters,
+        count_check,
+        live: AtomicBool::new(false),
+        hooked_early: Mutex::new(Some(HashSet::new())),
+        dead: AtomicBool::new(false),
+    };
+    if AGENT.set(agent).is_err() {
+        return Err(SetupError::AlreadyLoaded);
+    }
+    let mut cb = EventCallbacks::new();
+    cb.vm_init(vm_init);
+    cb.vm_death(vm_death);
+    cb.class_file_load_hook(class_file_load_hook);
+    cb.method_entry(method_entry);
+    jvmti.set_event_callbacks(&cb).map_err(|e| SetupError::Jvmti("SetEventCallbacks", e))?;
+    for ev in [jvmti::JVMTI_EVENT_VM_INIT, jvmti::JVMTI_EVENT_VM_DEATH, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK] {
+        jvmti
+            .set_event_notification_mode(true, ev, std::ptr::null_mut())
+            .map_err(|e| SetupError::Jvmti("SetEventNotificationMode", e))?;
+    }
+    diag!(Info, "loaded; counters at {:#x}", counters.base_address());
+    Ok(())
+}
+
+fn agent() -> Option<&'static Agent> {
+    AGENT.get()
+}
+
+/// Converts a panic payload to text for the log.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// ClassFileLoadHook
+
+unsafe extern "C" fn class_file_load_hook(
+    _jvmti: *mut JvmtiEnv,
+    _jni: *mut JniEnv,
+    class_being_redefined: jclass,
+    _loader: jobject,
+    name: *const c_char,
+    _protection_domain: jobject,
+    class_data_len: jint,
+    class_data: *const c_uchar,
+    new_class_data_len: *mut jint,
+    new_class_data: *mut *mut c_uchar,
+) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let Some(a) = agent() else { return };
+        if class_data.is_null() || class_data_len <= 0 || new_class_data.is_null() || new_class_data_len.is_null() {
+            return;
+        }
+        let name = if name.is_null() {
+            None
+        } else {
+            // SAFETY: the JVM passes a NUL-terminated class name valid for the callback.
+            Some(unsafe { CStr::from_ptr(name) }.to_string_lossy())
+        };
+        // SAFETY: the JVM guarantees `class_data` points at `class_data_len` readable bytes for
+        // the duration of the callback.
+        let bytes = unsafe { std::slice::from_raw_parts(class_data, class_data_len as usize) };
+        if let Some(new) = a.on_class(name.as_deref(), !class_being_redefined.is_null(), bytes) {
+            // SAFETY: both out-pointers were checked non-null above and are the JVM's to receive
+            // a buffer from JVMTI Allocate (which `on_class` used).
+            unsafe {
+                *new_class_data_len = new.1;
+                *new_class_data = new.0;
+            }
+        }
+    }));
+    if let Err(p) = r {
+        diag!(Error, "panic in ClassFileLoadHook: {}", panic_text(&*p));
+    }
+}
+
+impl Agent {
+    /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
+    fn on_class(&self, name: Option<&str>, redefining: bool, bytes: &[u8]) -> Option<(*mut u8, jint)> {
+        if !self.live.load(Ordering::Acquire) {
+            self.stats().hook_calls += 1;
+            self.stats().deferred += 1;
+            return None;
+        }
+        if let Some(n) = name {
+            if !self.options.wants(n) {
+                let mut s = self.stats();
+                s.hook_calls += 1;
+                s.classes_excluded += 1;
+                return None;
+            }
+        }
+        let mut registrar = self.registry.registrar();
+        let t0 = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| rewrite_class(bytes, &mut registrar)));
+        let ns = t0.elapsed().as_nanos() as u64;
+        let label = name.unwrap_or("<unnamed>").to_string();
+        let mut out = None;
+        let mut stats = self.stats();
+        stats.hook_calls += 1;
+        match result {
+            Err(p) => {
+                stats.classes_seen += 1;
+                stats.timed(&label, ns);
+                stats.failed(&label, format!("Panic: {}", panic_text(&*p)));
+            }
+            Ok(Err(e)) => {
+                stats.classes_seen += 1;
+                stats.timed(&label, ns);
+                diag!(Info, "{label} not rewritten: {e:?}");
+                stats.failed(&label, format!("{e:?}"));
+            }
+            Ok(Ok(RewriteOutcome { bytes: new, stats: cs })) => {
+                // Classes defined without a name are filtered only now that the name is known.
+                if name.is_none() && !self.options.wants(&cs.class_name) {
+                    stats.classes_excluded += 1;
+                    return None;
+                }
+                stats.classes_seen += 1;
+                stats.timed(&cs.class_name, ns);
+                stats.methods_with_code += cs.methods_with_code as u64;
+                stats.methods_rewritten += cs.methods_rewritten as u64;
+                for (method, reason) in &cs.skipped {
+                    diag!(Info, "{}.{method} skipped: {reason:?}", cs.class_name);
+                    stats.skipped(&cs.class_name, method, format!("{reason:?}"));
+                }
+                match new {
+                    None => stats.classes_unchanged += 1,
+                    Some(new) => match self.jvmti.allocate(new.len()) {
+                        Ok(p) if !p.is_null() => {
+                            // SAFETY: `p` is a fresh JVMTI allocation of `new.len()` bytes.
+                            unsafe { std::ptr::copy_nonoverlapping(new.as_ptr(), p, new.len()) };
+                            stats.classes_rewritten += 1;
+                            out = Some((p, new.len() as jint));
+                        }
+                        _ => stats.failed(&cs.class_name, "JvmtiAllocateFailed".to_string()),
+                    },
+                }
+            }
+        }
+        drop(stats);
+        if out.is_some() {
+            registrar.publish();
+            if !redefining {
+                if let Some(set) = self.hooked_early.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    set.insert(label);
+                }
+            }
+        }
+        out
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// VMInit: runtime class, hook on, one batch retransformation of what was loaded before.
+    fn on_vm_init(&self, jni: Jni) {
+        if let Err(e) = runtime::define_runtime_class(jni) {
+            eprintln!("lucce-agent: {e}; classes will not be instrumented");
+            return;
+        }
+        if let Some(_cc) = &self.count_check {
+            if let Err(e) = self.jvmti.set_event_notification_mode(true, jvmti::JVMTI_EVENT_METHOD_ENTRY, std::ptr::null_mut()) {
+                diag!(Error, "cannot enable MethodEntry events for count_check: {e}");
+            }
+        }
+        self.live.store(true, Ordering::Release);
+        if !self.options.retransform {
+            *self.hooked_early.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            return;
+        }
+        let t0 = Instant::now();
+        let classes = match self.jvmti.loaded_classes() {
+            Ok(c) => c,
+            Err(e) => {
+                diag!(Error, "GetLoadedClasses failed: {e}");
+                return;
+            }
+        };
+        let hooked = self.hooked_early.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+        let mut batch: Vec<(jclass, String)> = Vec::new();
+        for &c in &classes {
+            if !self.jvmti.is_modifiable_class(c).unwrap_or(false) {
+                continue;
+            }
+            let Ok(sig) = self.jvmti.class_signature(c) else { continue };
+            // Only `Lname;` (arrays and primitives are never modifiable anyway).
+            let Some(name) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else { continue };
+            if self.options.wants(name) && !hooked.contains(name) {
+                batch.push((c, name.to_string()));
+            }
+        }
+        let refs: Vec<jclass> = batch.iter().map(|(c, _)| *c).collect();
+        let (ok, failed, batch_ok, examples) = match self.jvmti.retransform_classes(&refs) {
+            Ok(()) => (refs.len() as u64, 0, true, Vec::new()),
+            Err(e) => {
+                // RetransformClasses is all-or-nothing: find the culprits one by one.
+                diag!(Warn, "batch retransformation of {} classes failed ({e}); retrying one by one", refs.len());
+                let (mut ok, mut failed, mut examples) = (0, 0, Vec::new());
+                for (c, name) in &batch {
+                    match self.jvmti.retransform_classes(&[*c]) {
+                        Ok(()) => ok += 1,
+                        Err(e) => {
+                            failed += 1;
+                            diag!(Warn, "retransforming {name} failed: {e}");
+                            if examples.len() < 40 {
+                                examples.push(format!("{name}: {e}"));
+                            }
+                        }
+                    }
+                }
+                (ok, failed, false, examples)
+            }
+        };
+        for &c in &classes {
+            jni.delete_local_ref(c);
+        }
+        let mut s = self.stats();
+        s.retransform.candidates = refs.len() as u64;
+        s.retransform.retransformed = ok;
+        s.retransform.failed = failed;
+        s.retransform.batch_ok = batch_ok;
+        s.retransform.failure_examples = examples;
+        s.retransform.ns = t0.elapsed().as_nanos() as u64;
+        drop(s);
+        diag!(Info, "VMInit: retransformed {ok} classes ({failed} failed) in {:?}", t0.elapsed());
+    }
+
+    fn on_vm_death(&self, jni: Jni) {
+        if self.dead.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let check = self.count_check.as_ref().map(|cc| {
+            let _ = self.jvmti.set_event_notification_mode(false, jvmti::JVMTI_EVENT_METHOD_ENTRY, std::ptr::null_mut());
+            cc.report(self.jvmti, jni, &self.options, &self.registry, Some(self.counters))
+        });
+        let stats = self.stats().clone();
+        let summary = Summary::build(&self.options_text, stats, &self.registry, Some(self.counters), check);
+        summary.emit(&self.options.summary, self.options.json.as_deref());
+    }
+}
+
+unsafe extern "C" fn vm_init(_jvmti: *mut JvmtiEnv, jni: *mut JniEnv, _thread: jthread) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(a) = agent() {
+            a.on_vm_init(Jni(jni));
+        }
+    }));
+    if let Err(p) = r {
+        diag!(Error, "panic in VMInit: {}", panic_text(&*p));
+    }
+}
+
+unsafe extern "C" fn vm_death(_jvmti: *mut JvmtiEnv, jni: *mut JniEnv) {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(a) = agent() {
+            a.on_vm_death(Jni(jni));
+        }
+    }));
+    if let Err(p) = r {
+        diag!(Error, "panic in VMDeath: {}", panic_text(&*p));
+    }
+}
+
+unsafe extern "C" fn method_entry(_jvmti: *mut JvmtiEnv, _jni: *mut JniEnv, _thread: jthread, method: jmethodID) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(cc) = agent().and_then(|a| a.count_check.as_ref()) {
+            cc.record(method);
+        }
+    }));
+}
+
+/// Agent_OnUnload: the summary has been written at VMDeath; flush nothing else. The counter
+/// region stays mapped because daemon threads may still be running instrumented code.
+pub fn unload() {
+    diag!(Info, "unloaded");
+}

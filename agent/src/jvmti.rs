@@ -1,0 +1,386 @@
+//! Hand-written FFI for the parts of JVMTI and JNI the agent uses.
+//!
+//! The JVMTI and JNI environments are pointers to pointers to function tables. Rather than
+//! mirroring the whole C structs (hundreds of members) we index the tables: the slot numbers below
+//! are copied from `jvmti.h` / `jni.h` of OpenJDK 17 (`/* 46 : Allocate */` in jvmti.h is slot 46,
+//! counted from 1, so index 45 of the table). These tables are part of the stable JVMTI/JNI ABI:
+//! new functions are only ever added at the end or in reserved slots.
+
+#![allow(non_camel_case_types)]
+// jobject/jclass/jmethodID are opaque JVM handles that Rust never dereferences; the JVM checks
+// them. The wrappers below are only called with handles the JVM gave the current callback.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use std::ffi::{c_char, c_int, c_uchar, c_void, CStr};
+
+pub type jint = i32;
+pub type jlong = i64;
+pub type jboolean = u8;
+pub type jobject = *mut c_void;
+pub type jclass = jobject;
+pub type jthread = jobject;
+pub type jmethodID = *mut c_void;
+pub type JvmtiError = u32;
+
+pub const JNI_OK: jint = 0;
+pub const JNI_ERR: jint = -1;
+pub const JVMTI_VERSION_1_2: jint = 0x3001_0200;
+
+pub const JVMTI_ERROR_NONE: JvmtiError = 0;
+
+pub const JVMTI_ENABLE: c_int = 1;
+pub const JVMTI_DISABLE: c_int = 0;
+
+pub const JVMTI_PHASE_LIVE: c_int = 4;
+
+pub const JVMTI_EVENT_VM_INIT: c_int = 50;
+pub const JVMTI_EVENT_VM_DEATH: c_int = 51;
+pub const JVMTI_EVENT_CLASS_FILE_LOAD_HOOK: c_int = 54;
+pub const JVMTI_EVENT_METHOD_ENTRY: c_int = 65;
+
+/// `jvmtiEnv` is `const struct jvmtiInterface_1_ *`; a `jvmtiEnv*` handed to us points at it.
+#[repr(C)]
+pub struct JvmtiEnv {
+    functions: *const *const c_void,
+}
+
+/// `JNIEnv` is `const struct JNINativeInterface_ *`.
+#[repr(C)]
+pub struct JniEnv {
+    functions: *const *const c_void,
+}
+
+/// `JavaVM` is `const struct JNIInvokeInterface_ *`.
+#[repr(C)]
+pub struct JavaVM {
+    functions: *const *const c_void,
+}
+
+/// The capabilities bitfield: 128 bits in declaration order, bit 0 of the first `unsigned int`
+/// being `can_tag_objects` (the x86-64 SysV/GCC layout of C bitfields).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Capabilities {
+    words: [u32; 4],
+}
+
+impl Capabilities {
+    pub const GENERATE_METHOD_ENTRY_EVENTS: u32 = 24;
+    pub const GENERATE_ALL_CLASS_HOOK_EVENTS: u32 = 26;
+    pub const RETRANSFORM_CLASSES: u32 = 37;
+    pub const RETRANSFORM_ANY_CLASS: u32 = 38;
+
+    pub fn set(&mut self, bit: u32) {
+        self.words[(bit / 32) as usize] |= 1 << (bit % 32);
+    }
+    pub fn has(&self, bit: u32) -> bool {
+        self.words[(bit / 32) as usize] & (1 << (bit % 32)) != 0
+    }
+}
+
+pub type ClassFileLoadHookFn = unsafe extern "C" fn(
+    jvmti: *mut JvmtiEnv,
+    jni: *mut JniEnv,
+    class_being_redefined: jclass,
+    loader: jobject,
+    name: *const c_char,
+    protection_domain: jobject,
+    class_data_len: jint,
+    class_data: *const c_uchar,
+    new_class_data_len: *mut jint,
+    new_class_data: *mut *mut c_uchar,
+);
+pub type VmInitFn = unsafe extern "C" fn(jvmti: *mut JvmtiEnv, jni: *mut JniEnv, thread: jthread);
+pub type VmDeathFn = unsafe extern "C" fn(jvmti: *mut JvmtiEnv, jni: *mut JniEnv);
+pub type MethodEntryFn =
+    unsafe extern "C" fn(jvmti: *mut JvmtiEnv, jni: *mut JniEnv, thread: jthread, method: jmethodID);
+
+/// `jvmtiEventCallbacks`: one function pointer per event type 50..=86, in event-number order.
+#[repr(C)]
+pub struct EventCallbacks {
+    pub slots: [*const c_void; 37],
+}
+
+impl EventCallbacks {
+    pub fn new() -> Self {
+        EventCallbacks { slots: [std::ptr::null(); 37] }
+    }
+    fn slot(event: c_int) -> usize {
+        (event - JVMTI_EVENT_VM_INIT) as usize
+    }
+    pub fn vm_init(&mut self, f: VmInitFn) {
+        self.slots[Self::slot(JVMTI_EVENT_VM_INIT)] = f as *const c_void;
+    }
+    pub fn vm_death(&mut self, f: VmDeathFn) {
+        self.slots[Self::slot(JVMTI_EVENT_VM_DEATH)] = f as *const c_void;
+    }
+    pub fn class_file_load_hook(&mut self, f: ClassFileLoadHookFn) {
+        self.slots[Self::slot(JVMTI_EVENT_CLASS_FILE_LOAD_HOOK)] = f as *const c_void;
+    }
+    pub fn method_entry(&mut self, f: MethodEntryFn) {
+        self.slots[Self::slot(JVMTI_EVENT_METHOD_ENTRY)] = f as *const c_void;
+    }
+}
+
+impl Default for EventCallbacks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A JVMTI error with its code; the name comes from `GetErrorName` when available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("JVMTI error {0}")]
+pub struct Error(pub JvmtiError);
+
+fn check(e: JvmtiError) -> Result<(), Error> {
+    if e == JVMTI_ERROR_NONE {
+        Ok(())
+    } else {
+        Err(Error(e))
+    }
+}
+
+/// A copyable handle on a `jvmtiEnv*`. JVMTI environments are valid from `GetEnv` until the VM
+/// exits and their functions may be called from any thread (each documents its phase), so the
+/// handle is `Send + Sync`.
+#[derive(Clone, Copy, Debug)]
+pub struct Jvmti(pub *mut JvmtiEnv);
+
+// SAFETY: a jvmtiEnv is explicitly usable from every thread attached to the VM (JVMTI spec,
+// "Function Table": environments are not thread-specific); it lives until the VM exits.
+unsafe impl Send for Jvmti {}
+// SAFETY: as above; JVMTI functions do their own locking.
+unsafe impl Sync for Jvmti {}
+
+macro_rules! jvmti_fn {
+    ($self:ident, $slot:expr, $ty:ty) => {{
+        // SAFETY: `self.0` is a live jvmtiEnv (see `Jvmti`), whose `functions` table has at
+        // least 156 slots in every JDK >= 11; `$slot` is the 1-based number from jvmti.h and `$ty`
+        // the exact C signature of that slot, so the transmute reinterprets a function pointer as
+        // its own type.
+        unsafe {
+            let table = (*$self.0).functions;
+            let f = *table.add($slot - 1);
+            std::mem::transmute::<*const c_void, $ty>(f)
+        }
+    }};
+}
+
+impl Jvmti {
+    pub fn set_event_notification_mode(
+        self,
+        enable: bool,
+        event: c_int,
+        thread: jthread,
+    ) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, c_int, c_int, jthread, ...) -> JvmtiError;
+        let f = jvmti_fn!(self, 2, F);
+        let mode = if enable { JVMTI_ENABLE } else { JVMTI_DISABLE };
+        // SAFETY: signature from jvmti.h slot 2; `thread` may be null (= all threads).
+        check(unsafe { f(self.0, mode, event, thread) })
+    }
+
+    pub fn is_modifiable_class(self, class: jclass) -> Result<bool, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jclass, *mut jboolean) -> JvmtiError;
+        let f = jvmti_fn!(self, 45, F);
+        let mut out: jboolean = 0;
+        // SAFETY: slot 45; `class` is a valid reference supplied by the caller; out is a local.
+        check(unsafe { f(self.0, class, &mut out) })?;
+        Ok(out != 0)
+    }
+
+    /// JVMTI `Allocate`: memory the VM may take ownership of (new class bytes must come from it).
+    pub fn allocate(self, size: usize) -> Result<*mut u8, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jlong, *mut *mut c_uchar) -> JvmtiError;
+        let f = jvmti_fn!(self, 46, F);
+        let mut out: *mut c_uchar = std::ptr::null_mut();
+        // SAFETY: slot 46; out is a local.
+        check(unsafe { f(self.0, size as jlong, &mut out) })?;
+        Ok(out)
+    }
+
+    pub fn deallocate(self, p: *mut u8) {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut c_uchar) -> JvmtiError;
+        let f = jvmti_fn!(self, 47, F);
+        if !p.is_null() {
+            // SAFETY: slot 47; `p` came from a JVMTI function that allocates with Allocate.
+            unsafe { f(self.0, p) };
+        }
+    }
+
+    /// The JVM type signature of a class, e.g. `Ljava/lang/String;`.
+    pub fn class_signature(self, class: jclass) -> Result<String, Error> {
+        type F =
+            unsafe extern "C" fn(*mut JvmtiEnv, jclass, *mut *mut c_char, *mut *mut c_char) -> JvmtiError;
+        let f = jvmti_fn!(self, 48, F);
+        let mut sig: *mut c_char = std::ptr::null_mut();
+        // SAFETY: slot 48; the generic pointer may be null (not wanted).
+        check(unsafe { f(self.0, class, &mut sig, std::ptr::null_mut()) })?;
+        Ok(self.take_string(sig))
+    }
+
+    pub fn method_name(self, method: jmethodID) -> Result<(String, String), Error> {
+        type F = unsafe extern "C" fn(
+            *mut JvmtiEnv,
+            jmethodID,
+            *mut *mut c_char,
+            *mut *mut c_char,
+            *mut *mut c_char,
+        ) -> JvmtiError;
+        let f = jvmti_fn!(self, 64, F);
+        let mut name: *mut c_char = std::ptr::null_mut();
+        let mut sig: *mut c_char = std::ptr::null_mut();
+        // SAFETY: slot 64; the generic pointer may be null.
+        check(unsafe { f(self.0, method, &mut name, &mut sig, std::ptr::null_mut()) })?;
+        Ok((self.take_string(name), self.take_string(sig)))
+    }
+
+    pub fn method_declaring_class(self, method: jmethodID) -> Result<jclass, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jclass) -> JvmtiError;
+        let f = jvmti_fn!(self, 65, F);
+        let mut out: jclass = std::ptr::null_mut();
+        // SAFETY: slot 65; out is a local.
+        check(unsafe { f(self.0, method, &mut out) })?;
+        Ok(out)
+    }
+
+    /// All loaded classes as JNI local references (the caller deletes them).
+    pub fn loaded_classes(self) -> Result<Vec<jclass>, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut jint, *mut *mut jclass) -> JvmtiError;
+        let f = jvmti_fn!(self, 78, F);
+        let mut n: jint = 0;
+        let mut arr: *mut jclass = std::ptr::null_mut();
+        // SAFETY: slot 78; outs are locals.
+        check(unsafe { f(self.0, &mut n, &mut arr) })?;
+        let v = if arr.is_null() || n <= 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the VM returned an array of `n` jclass values allocated with Allocate.
+            unsafe { std::slice::from_raw_parts(arr, n as usize) }.to_vec()
+        };
+        self.deallocate(arr as *mut u8);
+        Ok(v)
+    }
+
+    pub fn set_event_callbacks(self, cb: &EventCallbacks) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *const EventCallbacks, jint) -> JvmtiError;
+        let f = jvmti_fn!(self, 122, F);
+        // SAFETY: slot 122; the VM copies the struct, so a reference to a local is fine.
+        check(unsafe { f(self.0, cb, std::mem::size_of::<EventCallbacks>() as jint) })
+    }
+
+    pub fn get_phase(self) -> Result<c_int, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut c_int) -> JvmtiError;
+        let f = jvmti_fn!(self, 133, F);
+        let mut p: c_int = 0;
+        // SAFETY: slot 133; out is a local.
+        check(unsafe { f(self.0, &mut p) })?;
+        Ok(p)
+    }
+
+    pub fn potential_capabilities(self) -> Result<Capabilities, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut Capabilities) -> JvmtiError;
+        let f = jvmti_fn!(self, 140, F);
+        let mut c = Capabilities::default();
+        // SAFETY: slot 140; out is a local of the C struct's size and layout.
+        check(unsafe { f(self.0, &mut c) })?;
+        Ok(c)
+    }
+
+    pub fn add_capabilities(self, caps: &Capabilities) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *const Capabilities) -> JvmtiError;
+        let f = jvmti_fn!(self, 142, F);
+        // SAFETY: slot 142; the VM reads the struct during the call.
+        check(unsafe { f(self.0, caps) })
+    }
+
+    pub fn retransform_classes(self, classes: &[jclass]) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jint, *const jclass) -> JvmtiError;
+        let f = jvmti_fn!(self, 152, F);
+        // SAFETY: slot 152; the slice holds valid class references for the call's duration.
+        check(unsafe { f(self.0, classes.len() as jint, classes.as_ptr()) })
+    }
+
+    /// Copies a JVMTI-allocated C string and frees it.
+    fn take_string(self, p: *mut c_char) -> String {
+        if p.is_null() {
+            return String::new();
+        }
+        // SAFETY: JVMTI returns NUL-terminated modified-UTF-8 strings allocated with Allocate.
+        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        self.deallocate(p as *mut u8);
+        s
+    }
+}
+
+/// A `JNIEnv*`, valid only on the thread it was handed to.
+#[derive(Clone, Copy)]
+pub struct Jni(pub *mut JniEnv);
+
+macro_rules! jni_fn {
+    ($self:ident, $index:expr, $ty:ty) => {{
+        // SAFETY: `self.0` is the JNIEnv of the current thread (handed to a callback running on
+        // it); `$index` is the 0-based index in `struct JNINativeInterface_` from jni.h and `$ty`
+        // that member's exact signature.
+        unsafe {
+            let table = (*$self.0).functions;
+            let f = *table.add($index);
+            std::mem::transmute::<*const c_void, $ty>(f)
+        }
+    }};
+}
+
+impl Jni {
+    /// JNI `DefineClass`; a null loader means the bootstrap class loader.
+    pub fn define_class(self, name: &CStr, loader: jobject, bytes: &[u8]) -> jclass {
+        type F = unsafe extern "C" fn(*mut JniEnv, *const c_char, jobject, *const i8, jint) -> jclass;
+        let f = jni_fn!(self, 5, F);
+        // SAFETY: index 5 = DefineClass; the VM copies the bytes during the call.
+        unsafe { f(self.0, name.as_ptr(), loader, bytes.as_ptr() as *const i8, bytes.len() as jint) }
+    }
+
+    /// Clears a pending Java exception, returning whether there was one.
+    pub fn exception_clear(self) -> bool {
+        type Check = unsafe extern "C" fn(*mut JniEnv) -> jboolean;
+        type Clear = unsafe extern "C" fn(*mut JniEnv);
+        let check = jni_fn!(self, 228, Check);
+        let clear = jni_fn!(self, 17, Clear);
+        // SAFETY: indexes 228 = ExceptionCheck and 17 = ExceptionClear, both callable with an
+        // exception pending.
+        unsafe {
+            if check(self.0) != 0 {
+                clear(self.0);
+                true
+            } else {
+                false
+            }
+        }
+    }
+
+    pub fn delete_local_ref(self, obj: jobject) {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject);
+        let f = jni_fn!(self, 23, F);
+        if !obj.is_null() {
+            // SAFETY: index 23 = DeleteLocalRef; `obj` is a local reference of this thread.
+            unsafe { f(self.0, obj) }
+        }
+    }
+}
+
+impl JavaVM {
+    /// `JavaVM->GetEnv(vm, &env, version)` (JNIInvokeInterface_ index 6).
+    ///
+    /// # Safety
+    /// `vm` must be the `JavaVM*` handed to `Agent_OnLoad`.
+    pub unsafe fn get_jvmti(vm: *mut JavaVM) -> Option<Jvmti> {
+        type F = unsafe extern "C" fn(*mut JavaVM, *mut *mut c_void, jint) -> jint;
+        // SAFETY: caller guarantees `vm` is live; index 6 of JNIInvokeInterface_ is GetEnv.
+        let f = std::mem::transmute::<*const c_void, F>(*(*vm).functions.add(6));
+        let mut env: *mut c_void = std::ptr::null_mut();
+        if f(vm, &mut env, JVMTI_VERSION_1_2) != JNI_OK || env.is_null() {
+            return None;
+        }
+        Some(Jvmti(env as *mut JvmtiEnv))
+    }
+}

@@ -1,0 +1,133 @@
+//! The Rust side of the runtime class `lucce/Runtime`: the counter memory its probes write, the
+//! embedded class file, defining it into the bootstrap loader, and its one native method.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use crate::jvmti::{jclass, jlong, Jni, JniEnv};
+use crate::options::CounterMode;
+
+/// The class file of `agent/java/lucce/Runtime.java`, compiled by build.rs.
+pub static RUNTIME_CLASS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/java-classes/lucce/Runtime.class"));
+pub const RUNTIME_CLASS_NAME: &CStr = c"lucce/Runtime";
+
+/// Header of the region, read once by `Runtime.<clinit>`: method limit, site limit, atomic flag.
+const HEADER_BYTES: usize = 64;
+/// Reserved counters. Virtual address space only: the mapping is lazily committed, so a page is
+/// backed by memory only once a probe bumps a counter in it.
+pub const MAX_METHODS: usize = 1 << 23;
+pub const MAX_SITES: usize = 1 << 26;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot reserve {0} bytes for counters: {1}")]
+    Mmap(usize, std::io::Error),
+    #[error("could not define lucce/Runtime in the bootstrap class loader (a Java exception was pending)")]
+    Define,
+}
+
+/// The counter region: `[header | method counters | site counters]`, u64 each, never unmapped
+/// (instrumented daemon threads may still run while the VM shuts down).
+pub struct Counters {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the region is a fixed mapping that lives until process exit; all accesses after
+// creation go through atomics (Rust) or Unsafe (Java), both fine from any thread.
+unsafe impl Send for Counters {}
+// SAFETY: as above.
+unsafe impl Sync for Counters {}
+
+impl Counters {
+    pub fn new(mode: CounterMode) -> Result<Counters, RuntimeError> {
+        let len = HEADER_BYTES + (MAX_METHODS + MAX_SITES) * 8;
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+        // existing memory; MAP_NORESERVE makes it lazily committed zero pages.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(RuntimeError::Mmap(len, std::io::Error::last_os_error()));
+        }
+        let c = Counters { base: p as *mut u8, len };
+        c.slot(0).store(MAX_METHODS as u64, Ordering::Relaxed);
+        c.slot(1).store(MAX_SITES as u64, Ordering::Relaxed);
+        c.slot(2).store((mode == CounterMode::Atomic) as u64, Ordering::Relaxed);
+        Ok(c)
+    }
+
+    /// The u64 at byte offset `i * 8` of the region.
+    fn slot(&self, i: usize) -> &AtomicU64 {
+        assert!(i * 8 + 8 <= self.len);
+        // SAFETY: in bounds (checked), 8-aligned (mmap is page-aligned), and the mapping lives
+        // for the rest of the process; Java writes these words with Unsafe, which is the same
+        // memory model as atomics on x86-64/aarch64 for aligned 64-bit accesses.
+        unsafe { &*(self.base.add(i * 8) as *const AtomicU64) }
+    }
+
+    pub fn base_address(&self) -> usize {
+        self.base as usize
+    }
+
+    pub fn method_entries(&self, id: u32) -> u64 {
+        let i = id as usize;
+        if i >= MAX_METHODS {
+            return 0;
+        }
+        self.slot(HEADER_BYTES / 8 + i).load(Ordering::Relaxed)
+    }
+
+    pub fn site_count(&self, id: u32) -> u64 {
+        let i = id as usize;
+        if i >= MAX_SITES {
+            return 0;
+        }
+        self.slot(HEADER_BYTES / 8 + MAX_METHODS + i).load(Ordering::Relaxed)
+    }
+}
+
+static COUNTERS: OnceLock<Counters> = OnceLock::new();
+
+/// Reserves the counter region (once); the native `counters()` hands out its address.
+pub fn install_counters(mode: CounterMode) -> Result<&'static Counters, RuntimeError> {
+    if let Some(c) = COUNTERS.get() {
+        return Ok(c);
+    }
+    let c = Counters::new(mode)?;
+    Ok(COUNTERS.get_or_init(|| c))
+}
+
+pub fn counters() -> Option<&'static Counters> {
+    COUNTERS.get()
+}
+
+/// Defines `lucce/Runtime` into the bootstrap class loader (JNI DefineClass with a null loader),
+/// so every class, java.base included, can resolve it. Called at VMInit, before the hook starts
+/// instrumenting: no instrumented code can run before the class exists. The class is only linked
+/// and initialized on the first probe call.
+pub fn define_runtime_class(jni: Jni) -> Result<(), RuntimeError> {
+    let cls = jni.define_class(RUNTIME_CLASS_NAME, std::ptr::null_mut(), RUNTIME_CLASS);
+    if cls.is_null() {
+        jni.exception_clear();
+        return Err(RuntimeError::Define);
+    }
+    jni.delete_local_ref(cls);
+    Ok(())
+}
+
+/// `private static native long counters()` of `lucce/Runtime`: the region address, or 0 (the
+/// probes then stay no-ops). Found by the VM's native lookup, which searches agent libraries for
+/// natives of bootstrap classes.
+#[no_mangle]
+pub extern "C" fn Java_lucce_Runtime_counters(_env: *mut JniEnv, _cls: jclass) -> jlong {
+    std::panic::catch_unwind(|| counters().map_or(0, |c| c.base_address() as jlong)).unwrap_or(0)
+}

@@ -1,0 +1,250 @@
+//! Statistics gathered by the hook and the VMDeath summary: a text form for people (stderr by
+//! default) and a JSON form for tests and scripts (`summary=FILE.json` or `json=FILE`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::count_check::CheckReport;
+use crate::options::Sink;
+use crate::registry::{Registry, SiteKindTag};
+use crate::runtime::Counters;
+
+/// Examples kept per list, so that a pathological run does not grow the summary without bound.
+const MAX_EXAMPLES: usize = 40;
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Stats {
+    /// ClassFileLoadHook calls, retransformations included.
+    pub hook_calls: u64,
+    /// Classes loaded before VMInit: left alone by the hook, retransformed in one batch at VMInit.
+    pub deferred: u64,
+    /// Classes the rewriter was asked about (after filtering).
+    pub classes_seen: u64,
+    /// Classes left alone because of include/exclude (or the built-in exclusions).
+    pub classes_excluded: u64,
+    pub classes_rewritten: u64,
+    /// The rewriter returned the class unchanged (nothing to instrument, or every method skipped).
+    pub classes_unchanged: u64,
+    /// The rewriter returned an error or panicked: the class is loaded as it was.
+    pub classes_failed: u64,
+    pub methods_with_code: u64,
+    pub methods_rewritten: u64,
+    pub methods_skipped: u64,
+    pub skipped_by_reason: BTreeMap<String, u64>,
+    pub failures_by_reason: BTreeMap<String, u64>,
+    pub skipped_examples: Vec<String>,
+    pub failure_examples: Vec<String>,
+    pub rewrite_ns_total: u64,
+    pub rewrite_ns_max: u64,
+    pub slowest_class: String,
+    pub retransform: RetransformStats,
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct RetransformStats {
+    /// Loaded classes at VMInit that were modifiable and not yet instrumented.
+    pub candidates: u64,
+    /// Whether the single RetransformClasses call succeeded (else classes were retried one by one).
+    pub batch_ok: bool,
+    pub retransformed: u64,
+    pub failed: u64,
+    pub ns: u64,
+    pub failure_examples: Vec<String>,
+}
+
+impl Stats {
+    pub fn skipped(&mut self, class: &str, method: &str, reason: String) {
+        self.methods_skipped += 1;
+        *self.skipped_by_reason.entry(reason_key(&reason)).or_default() += 1;
+        if self.skipped_examples.len() < MAX_EXAMPLES {
+            self.skipped_examples.push(format!("{class}.{method}: {reason}"));
+        }
+    }
+
+    pub fn failed(&mut self, class: &str, reason: String) {
+        self.classes_failed += 1;
+        *self.failures_by_reason.entry(reason_key(&reason)).or_default() += 1;
+        if self.failure_examples.len() < MAX_EXAMPLES {
+            self.failure_examples.push(format!("{class}: {reason}"));
+        }
+    }
+
+    pub fn timed(&mut self, class: &str, ns: u64) {
+        self.rewrite_ns_total += ns;
+        if ns > self.rewrite_ns_max {
+            self.rewrite_ns_max = ns;
+            self.slowest_class = class.to_string();
+        }
+    }
+}
+
+/// Aggregation key of a reason: its variant name (a `Debug` string up to the first payload).
+fn reason_key(reason: &str) -> String {
+    let end = reason.find(['(', '{', ' ', ':']).unwrap_or(reason.len());
+    reason[..end].to_string()
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub agent_version: &'static str,
+    pub options: String,
+    #[serde(flatten)]
+    pub stats: Stats,
+    pub methods_registered: u64,
+    pub sites_registered: u64,
+    pub call_sites: u64,
+    pub alloc_sites: u64,
+    pub entries: u64,
+    pub calls: u64,
+    pub allocs: u64,
+    pub count_check: Option<CheckReport>,
+}
+
+impl Summary {
+    pub fn build(
+        options: &str,
+        stats: Stats,
+        registry: &Registry,
+        counters: Option<&Counters>,
+        count_check: Option<CheckReport>,
+    ) -> Summary {
+        let t = registry.tables();
+        let (mut entries, mut calls, mut allocs, mut call_sites, mut alloc_sites) = (0, 0, 0, 0, 0);
+        let mut methods_registered = 0;
+        for (id, _) in t.methods.iter().enumerate().filter(|(_, m)| m.is_some()) {
+            methods_registered += 1;
+            entries += counters.map_or(0, |c| c.method_entries(id as u32));
+        }
+        for (id, s) in t.sites.iter().enumerate() {
+            let Some(s) = s else { continue };
+            let n = counters.map_or(0, |c| c.site_count(id as u32));
+            match s.kind {
+                SiteKindTag::Call => {
+                    call_sites += 1;
+                    calls += n;
+                }
+                SiteKindTag::Alloc => {
+                    alloc_sites += 1;
+                    allocs += n;
+                }
+            }
+        }
+        Summary {
+            agent_version: env!("CARGO_PKG_VERSION"),
+            options: options.to_string(),
+            stats,
+            methods_registered,
+            sites_registered: call_sites + alloc_sites,
+            call_sites,
+            alloc_sites,
+            entries,
+            calls,
+            allocs,
+            count_check,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        let s = &self.stats;
+        let pct = |a: u64, b: u64| if b == 0 { 100.0 } else { a as f64 * 100.0 / b as f64 };
+        let mut o = String::new();
+        use std::fmt::Write as _;
+        let _ = writeln!(o, "lucce-agent summary (options: '{}')", self.options);
+        let _ = writeln!(
+            o,
+            "  classes: seen {}, rewritten {}, unchanged {}, failed {}, excluded {}",
+            s.classes_seen, s.classes_rewritten, s.classes_unchanged, s.classes_failed, s.classes_excluded
+        );
+        let r = &s.retransform;
+        let _ = writeln!(
+            o,
+            "  loaded before VMInit: {} retransformed in one batch ({} failed{}) in {:.1} ms",
+            r.retransformed,
+            r.failed,
+            if r.batch_ok || r.candidates == 0 { "" } else { ", batch retried class by class" },
+            r.ns as f64 / 1e6
+        );
+        let _ = writeln!(
+            o,
+            "  methods with code: {}, rewritten {} ({:.3}%), skipped {}",
+            s.methods_with_code,
+            s.methods_rewritten,
+            pct(s.methods_rewritten, s.methods_with_code),
+            s.methods_skipped
+        );
+        for (reason, n) in &s.skipped_by_reason {
+            let _ = writeln!(o, "    skipped {reason}: {n}");
+        }
+        for (reason, n) in &s.failures_by_reason {
+            let _ = writeln!(o, "    class failed {reason}: {n}");
+        }
+        let per_class = if s.classes_seen == 0 { 0.0 } else { s.rewrite_ns_total as f64 / s.classes_seen as f64 / 1e3 };
+        let _ = writeln!(
+            o,
+            "  rewrite time: total {:.1} ms, {:.1} us per class, max {:.1} us ({})",
+            s.rewrite_ns_total as f64 / 1e6,
+            per_class,
+            s.rewrite_ns_max as f64 / 1e3,
+            s.slowest_class
+        );
+        let _ = writeln!(
+            o,
+            "  counted: {} method entries, {} calls, {} allocations ({} methods, {} call sites, {} allocation sites)",
+            self.entries, self.calls, self.allocs, self.methods_registered, self.call_sites, self.alloc_sites
+        );
+        if let Some(c) = &self.count_check {
+            let _ = writeln!(
+                o,
+                "  count check: {} methods compared, {} differences, {} entries by JVMTI, {} by probes",
+                c.methods_compared,
+                c.differences.len(),
+                c.jvmti_entries,
+                c.probe_entries
+            );
+            for d in c.differences.iter().take(20) {
+                let _ = writeln!(o, "    {} jvmti={} probes={}", d.method, d.jvmti, d.probes);
+            }
+        }
+        o
+    }
+
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// Writes the summary where the options say; errors go to stderr, never further.
+    pub fn emit(&self, sink: &Sink, json: Option<&Path>) {
+        match sink {
+            Sink::Off => {}
+            Sink::Stderr => {
+                let _ = std::io::stderr().write_all(self.text().as_bytes());
+            }
+            Sink::File(p) => {
+                let body = if p.extension().is_some_and(|e| e == "json") { self.json() } else { self.text() };
+                if let Err(e) = std::fs::write(p, body) {
+                    eprintln!("lucce-agent: cannot write summary to {}: {e}", p.display());
+                }
+            }
+        }
+        if let Some(p) = json {
+            if let Err(e) = std::fs::write(p, self.json()) {
+                eprintln!("lucce-agent: cannot write JSON summary to {}: {e}", p.display());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_aggregate_by_variant() {
+        assert_eq!(reason_key("TooLarge { len: 70000 }"), "TooLarge");
+        assert_eq!(reason_key("Jsr"), "Jsr");
+        assert_eq!(reason_key("Unsupported(\"x\")"), "Unsupported");
+    }
+}

@@ -1,0 +1,277 @@
+//! Runs small Java programs (tests/scripts/*.java) on a real JVM with and without the lucce agent
+//! and requires identical behaviour: same stdout, same stderr, same exit code, under
+//! `-Xverify:all` (every class verified, the JDK's included).
+//!
+//! Needs a JDK (JAVA_HOME, else /usr/lib/jvm/java-17-openjdk-amd64, else `java`/`javac` on PATH).
+//! The agent library is built by the test itself (`cargo build -p lucce-agent`, same profile and
+//! target directory) unless LUCCE_AGENT_LIB points at one.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+fn java_home() -> Option<PathBuf> {
+    if let Some(h) = std::env::var_os("JAVA_HOME") {
+        let h = PathBuf::from(h);
+        if h.join("bin/javac").exists() {
+            return Some(h);
+        }
+    }
+    let deb = PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64");
+    deb.join("bin/javac").exists().then_some(deb)
+}
+
+fn tool(name: &str) -> PathBuf {
+    java_home().map(|h| h.join("bin").join(name)).unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Builds (once per test process) and returns the agent library.
+fn agent_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        if let Some(p) = std::env::var_os("LUCCE_AGENT_LIB") {
+            return PathBuf::from(p);
+        }
+        // target/<profile>/deps/agent_jvm-HASH -> target/<profile>
+        let exe = std::env::current_exe().expect("current_exe");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "lucce-agent", "--lib"])
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let out = cmd.output().expect("run cargo build -p lucce-agent");
+        assert!(out.status.success(), "building the agent failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let lib = profile_dir.join("liblucce_agent.so");
+        assert!(lib.exists(), "{} missing after build", lib.display());
+        lib
+    })
+}
+
+/// Compiles every tests/scripts/*.java once into a temporary directory.
+fn classes() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts");
+        let mut sources: Vec<PathBuf> = std::fs::read_dir(&scripts)
+            .expect("tests/scripts")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "java"))
+            .collect();
+        sources.sort();
+        let out = Command::new(tool("javac"))
+            .arg("-g")
+            .arg("-d")
+            .arg(dir.path())
+            .args(&sources)
+            .output()
+            .expect("run javac");
+        assert!(out.status.success(), "javac failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        dir
+    })
+    .path()
+}
+
+/// Kills the child JVM if the test ends (panics, times out) before it exited.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `java [agent] -Xverify:all -cp CLASSES main`, with a timeout.
+fn run_java(main: &str, agent_options: Option<&str>) -> Outcome {
+    let mut cmd = Command::new(tool("java"));
+    cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+    if let Some(opts) = agent_options {
+        cmd.arg(format!("-agentpath:{}={opts}", agent_lib().display()));
+    }
+    cmd.arg("-Xverify:all").arg("-Xss4m").arg("-cp").arg(classes()).arg(main);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = KillOnDrop(cmd.spawn().expect("spawn java"));
+    // The readers end at EOF, i.e. when the JVM exits; their messages double as the exit signal.
+    let (tx, rx) = mpsc::channel();
+    let mut readers = Vec::new();
+    for (i, pipe) in [
+        Box::new(child.0.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.0.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || {
+            let mut pipe = pipe;
+            let mut s = Vec::new();
+            let _ = pipe.read_to_end(&mut s);
+            let _ = tx.send((i, String::from_utf8_lossy(&s).into_owned()));
+        }));
+    }
+    drop(tx);
+    let deadline = Instant::now() + TIMEOUT;
+    let mut outs = [String::new(), String::new()];
+    for _ in 0..2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, s)) => outs[i] = s,
+            Err(_) => panic!("{main} (agent: {agent_options:?}) did not finish within {TIMEOUT:?}"),
+        }
+    }
+    let status = child.0.wait().expect("wait java");
+    let [stdout, stderr] = outs;
+    Outcome { code: status.code(), stdout, stderr }
+}
+
+fn summary_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("summary {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("summary JSON")
+}
+
+/// The program behaves identically with the agent; returns the agent's JSON summary.
+fn same_with_agent(main: &str) -> serde_json::Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("summary.json");
+    let log = tmp.path().join("agent.log");
+    let opts = format!("summary={},log={}", json.display(), log.display());
+    let base = run_java(main, None);
+    let with = run_java(main, Some(&opts));
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(base.code, with.code, "{main}: exit code differs; agent log:\n{log_text}");
+    assert_eq!(base.stdout, with.stdout, "{main}: stdout differs; agent log:\n{log_text}");
+    assert_eq!(base.stderr, with.stderr, "{main}: stderr differs; agent log:\n{log_text}");
+    assert!(!base.stdout.is_empty(), "{main}: no output at all");
+    let s = summary_json(&json);
+    let with_code = s["methods_with_code"].as_u64().unwrap();
+    let rewritten = s["methods_rewritten"].as_u64().unwrap();
+    assert!(with_code > 1000, "{main}: only {with_code} methods with code seen: {s}");
+    assert!(
+        rewritten as f64 >= 0.999 * with_code as f64,
+        "{main}: only {rewritten} of {with_code} methods rewritten; skipped: {}",
+        s["skipped_by_reason"]
+    );
+    assert_eq!(s["classes_failed"].as_u64(), Some(0), "{main}: classes failed: {}", s["failure_examples"]);
+    assert_eq!(s["retransform"]["failed"].as_u64(), Some(0), "{main}: retransform failures: {}", s["retransform"]);
+    assert!(s["entries"].as_u64().unwrap() > 0, "{main}: no method entry counted");
+    s
+}
+
+#[test]
+fn threads() {
+    same_with_agent("Threads");
+}
+
+#[test]
+fn recursion() {
+    same_with_agent("Recursion");
+}
+
+#[test]
+fn exceptions_finally_and_line_numbers() {
+    // Exits with 1 through an exception that escapes main; its trace has line numbers.
+    same_with_agent("Exceptions");
+}
+
+#[test]
+fn lambdas_indy_switches() {
+    same_with_agent("Lambdas");
+}
+
+#[test]
+fn reflection_method_handles_proxies_clinit() {
+    same_with_agent("Reflect");
+}
+
+#[test]
+fn synchronized_inner_classes_arrays() {
+    // Exits with System.exit(3).
+    same_with_agent("Misc");
+}
+
+#[test]
+fn entry_counts_match_jvmti_method_entry_events() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("summary.json");
+    let opts = format!("summary={},count_check=CountCheck*", json.display());
+    let base = run_java("CountCheck", None);
+    let with = run_java("CountCheck", Some(&opts));
+    assert_eq!(base, with);
+    let s = summary_json(&json);
+    let cc = &s["count_check"];
+    assert_eq!(cc["differences"].as_array().map(Vec::len), Some(0), "count differences: {cc}");
+    assert!(cc["methods_compared"].as_u64().unwrap() >= 7, "{cc}");
+    assert_eq!(cc["not_instrumented"].as_array().map(Vec::len), Some(0), "{cc}");
+    // Known by construction.
+    let count = |m: &str| {
+        cc["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["method"] == m)
+            .unwrap_or_else(|| panic!("{m} not in {cc}"))["probes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(count("CountCheck.f(I)V"), 12346); // 11345 + 1000 via g + 1 via the Runnable
+    assert_eq!(count("CountCheck.g(I)I"), 1000);
+    assert_eq!(count("CountCheck.h()V"), 10);
+    assert_eq!(count("CountCheck.rec(I)I"), 101);
+    assert_eq!(count("CountCheck.<init>()V"), 1);
+    assert_eq!(count("CountCheck.main([Ljava/lang/String;)V"), 1);
+}
+
+#[test]
+fn bad_options_leave_the_program_alone() {
+    let base = run_java("Recursion", None);
+    for bad in ["bogus=1", "include", "loglevel=loud", "summary="] {
+        let with = run_java("Recursion", Some(bad));
+        assert_eq!(with.code, Some(0), "{bad}: {with:?}");
+        assert_eq!(with.stdout, base.stdout, "{bad}");
+        let lines: Vec<&str> = with.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{bad}: expected one message, got {:?}", with.stderr);
+        assert!(lines[0].starts_with("lucce-agent: ") && lines[0].contains("WITHOUT the agent"), "{bad}: {lines:?}");
+    }
+}
+
+#[test]
+fn default_summary_goes_to_stderr() {
+    let with = run_java("Recursion", Some(""));
+    assert_eq!(with.code, Some(0));
+    assert!(with.stderr.contains("lucce-agent summary"), "{}", with.stderr);
+    assert!(with.stderr.contains("methods with code:"), "{}", with.stderr);
+}
+
+#[test]
+fn exclude_leaves_matching_classes_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("s.json");
+    let opts = format!("summary={},include=Recursion*", json.display());
+    let base = run_java("Recursion", None);
+    let with = run_java("Recursion", Some(&opts));
+    assert_eq!(base, with);
+    let s = summary_json(&json);
+    assert_eq!(s["classes_rewritten"].as_u64(), Some(1), "{s}");
+    assert!(s["classes_excluded"].as_u64().unwrap() > 100, "{s}");
+}
