@@ -10,6 +10,9 @@ use lucce_encoder::{Encoder, EncoderConfig};
 use lucce_log_format::{StoreReader, StoreWriter, WriterOptions};
 use rand::{rngs::SmallRng, SeedableRng};
 
+/// What the random walk aims for; gives a median depth around 50 with this generator.
+const TARGET_DEPTH: usize = 75;
+
 fn dir_bytes(p: &std::path::Path) -> u64 {
     std::fs::read_dir(p)
         .unwrap()
@@ -33,11 +36,11 @@ fn main() {
     let rt = Runtime::new(&prog, &enc);
     let out = writer.handle();
     let mut rng = SmallRng::seed_from_u64(2);
-    let mut t = SimThread::start(&rt, out.thread("main"), 0, 200).unwrap();
+    let mut t = SimThread::start(&rt, out.thread("main"), 0, 400).unwrap();
     // Phase 1: run the program, keeping events in memory (graph events go to the store).
     let (mut all, mut depths) = (Vec::with_capacity(events as usize), Vec::new());
     while (all.len() as u64) < events {
-        if let Some(mut ev) = t.step(&rt, random_op(&mut rng, t.depth(), 50)).unwrap() {
+        if let Some(mut ev) = t.step(&rt, random_op(&mut rng, t.depth(), TARGET_DEPTH)).unwrap() {
             ev.truth = None; // production events carry only ⟨site, c, v⟩
             if all.len() % 1000 == 0 {
                 depths.push(t.depth());

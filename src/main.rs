@@ -76,6 +76,12 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         show: usize,
     },
+    /// Build the calling context tree of a store's events (in parallel) and print it indented.
+    Cct(lucce::cct_cli::CctArgs),
+    /// Write a flame graph of a store's events: interactive SVG, collapsed stacks or speedscope JSON.
+    Flame(lucce::cct_cli::FlameArgs),
+    /// Compare two stores' calling context trees: degree of overlap and hot-edge coverage.
+    Diff(lucce::cct_cli::DiffArgs),
 }
 
 fn main() -> ExitCode {
@@ -99,6 +105,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cmd::Decode { store, ids, json } => cmd_decode(&store, &ids, json),
         Cmd::Stats { store } => cmd_stats(&store),
         Cmd::Verify { store, show } => cmd_verify(&store, show),
+        Cmd::Cct(a) => lucce::cct_cli::run_cct(&a),
+        Cmd::Flame(a) => lucce::cct_cli::run_flame(&a),
+        Cmd::Diff(a) => lucce::cct_cli::run_diff(&a),
     }
 }
 

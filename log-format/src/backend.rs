@@ -63,13 +63,15 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, sled::Error>) -> Result<
 }
 
 impl SledBackend {
-    /// Opens (or creates) the database in `dir` with a cache of `cache_bytes`.
-    pub fn open(dir: &Path, cache_bytes: u64) -> Result<SledBackend, StoreError> {
+    /// Opens (or creates) the database in `dir` with a cache of `cache_bytes`. Stores of
+    /// format 2 and later compress their pages (zstd); format 1 did not, and sled will not open
+    /// a database with the other setting.
+    pub fn open(dir: &Path, cache_bytes: u64, compressed: bool) -> Result<SledBackend, StoreError> {
         let config = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
             .mode(sled::Mode::HighThroughput)
-            .use_compression(true)
+            .use_compression(compressed)
             .compression_factor(3)
             // The writer decides when data is durable (its commit mark); sled's own background
             // flusher would only add I/O.

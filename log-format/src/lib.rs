@@ -29,4 +29,5 @@ pub use writer::{StoreWriter, WriterHandle, WriterOptions, WriterReport};
 /// First bytes of the header's `magic` key.
 pub const MAGIC: &[u8] = b"lucce-store";
 /// The store format this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// 1: uncompressed sled pages; 2: zstd-compressed pages (same records).
+pub const FORMAT_VERSION: u32 = 2;

@@ -88,7 +88,13 @@ impl StoreReader {
         if !dir.join("conf").is_file() || !dir.join("db").is_file() {
             return Err(not_a_store("no database files"));
         }
-        let db = SledBackend::open(dir, 8 << 20)?;
+        // Readers scan every block once; a larger page cache saves re-reading (and re-decompressing)
+        // sled pages. It is an upper bound, filled only as pages are touched.
+        let db = match SledBackend::open(dir, 64 << 20, true) {
+            // An uncompressed database: a format-1 store (or not ours); its header says which.
+            Err(StoreError::Backend(e)) if e.contains("compression") => SledBackend::open(dir, 64 << 20, false)?,
+            other => other?,
+        };
         match db.get(Tree::Header, MAGIC_KEY)? {
             Some(m) if m == MAGIC => {}
             Some(_) => return Err(not_a_store("wrong magic")),

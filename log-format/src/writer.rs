@@ -123,7 +123,7 @@ impl StoreWriter {
             }
         }
         std::fs::create_dir_all(dir)?;
-        let backend = SledBackend::open(dir, opts.cache_bytes)?;
+        let backend = SledBackend::open(dir, opts.cache_bytes, true)?;
         backend.put(Tree::Header, MAGIC_KEY, MAGIC)?;
         backend.put(Tree::Header, FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
         backend.put(Tree::Header, COMMIT_KEY, &Commit::default().encode())?;
