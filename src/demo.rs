@@ -92,7 +92,7 @@ fn run_thread<S: lucce_encoder::GraphSink>(rt: &Runtime<'_, S>, out: WriterHandl
     while recorded < events {
         let op = random_op(&mut rng, t.depth(), opts.target_depth);
         if let Some(mut ev) = t.step(rt, op)? {
-            if recorded % opts.verify_every.max(1) != 0 {
+            if !recorded.is_multiple_of(opts.verify_every.max(1)) {
                 ev.truth = None;
             }
             batch.push(ev);

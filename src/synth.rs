@@ -59,7 +59,7 @@ impl SynthProgram {
                             let targets = (0..ntargets)
                                 .map(|_| if rng.gen_bool(0.01) { rng.gen_range(i.saturating_sub(20).max(1)..=i) } else { (i + 1 + rng.gen_range(0..6)).min(n - 1) })
                                 .collect();
-                            SynthSite { line: 100 + 10 * k as i32, targets }
+                            SynthSite { line: 100 + 10 * k, targets }
                         })
                         .collect(),
                 };

@@ -29,7 +29,7 @@ fn crash_child_writer() {
         if let Some(ev) = t.step(&rt, random_op(&mut rng, t.depth(), 30)).unwrap() {
             writer.handle().event(ev);
             events += 1;
-            if events % 1000 == 0 {
+            if events.is_multiple_of(1000) {
                 writer.flush().unwrap();
                 println!("flushed {events}");
             }
