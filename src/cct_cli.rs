@@ -2,7 +2,6 @@
 //! and show it as a text tree, a flame graph (SVG, collapsed stacks, speedscope JSON), or
 //! compare two stores' trees.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -11,10 +10,11 @@ use std::process::ExitCode;
 use anyhow::{bail, Context as _};
 use clap::{Args, ValueEnum};
 use lucce_decoder::cct::KindSet;
-use lucce_decoder::{build_cct, Cct, CctOptions, Graph, PacketOrder};
-use lucce_log_format::{EventKind, StoreReader};
+use lucce_decoder::{build_cct, Cct, CctOptions, PacketOrder};
+use lucce_log_format::EventKind;
 use regex::Regex;
 
+use crate::open::{open_store, OpenedStore};
 use crate::outputs::collapsed::write_collapsed;
 use crate::outputs::diff::{compare, label_trees};
 use crate::outputs::speedscope::write_speedscope;
@@ -134,25 +134,13 @@ pub struct DiffArgs {
     pub threshold: f64,
 }
 
-/// A store opened for tree building, with its thread names.
-struct Loaded {
-    store: StoreReader,
-    graph: Graph,
-    threads: HashMap<u32, String>,
-}
-
-fn load(path: &Path) -> anyhow::Result<Loaded> {
-    let store = StoreReader::open(path)?;
-    let tail = store.tail()?;
-    if !tail.is_empty() {
-        eprintln!("lucce: note: {} was not closed cleanly; ignoring its unflushed tail", path.display());
-    }
-    if store.commit().events == 0 {
+/// Opens a store for tree building, refusing one without events.
+fn load(path: &Path) -> anyhow::Result<OpenedStore> {
+    let opened = open_store(path)?;
+    if opened.store.commit().events == 0 {
         bail!("{}: the store has no events", path.display());
     }
-    let graph = Graph::from_store(&store).context("replaying the graph log")?;
-    let threads = store.threads()?.into_iter().map(|(id, t)| (id, t.name)).collect();
-    Ok(Loaded { store, graph, threads })
+    Ok(opened)
 }
 
 fn options(b: &BuildArgs, per_thread: bool) -> anyhow::Result<CctOptions> {
@@ -173,7 +161,7 @@ fn options(b: &BuildArgs, per_thread: bool) -> anyhow::Result<CctOptions> {
 }
 
 /// Builds the tree and refuses an empty one with a message saying why.
-fn build(l: &Loaded, path: &Path, o: &CctOptions) -> anyhow::Result<Cct> {
+fn build(l: &OpenedStore, path: &Path, o: &CctOptions) -> anyhow::Result<Cct> {
     let cct = build_cct(&l.store, &l.graph, o)?;
     if cct.total(0).events == 0 {
         bail!("{}: none of its {} events is of kind {}", path.display(), l.store.commit().events, o.kinds.names().join(" or "));

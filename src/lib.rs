@@ -2,6 +2,7 @@
 
 pub mod cct_cli;
 pub mod demo;
+pub mod open;
 pub mod outputs;
 pub mod render;
 pub mod synth;

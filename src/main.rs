@@ -1,6 +1,5 @@
 //! The `lucce` command line: thin wrappers over the libraries.
 
-use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,10 +8,10 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use lucce::demo::{self, DemoOptions};
+use lucce::open::open_store;
 use lucce::render::{DecodedEvent, JavaText, JsonLines, Outputter};
 use lucce::verify::verify_store;
-use lucce_decoder::{ContextDecoder, Graph};
-use lucce_log_format::StoreReader;
+use lucce_decoder::ContextDecoder;
 
 #[derive(Parser)]
 #[command(name = "lucce", version, about = "Exact calling contexts for the JVM: record, decode, aggregate")]
@@ -126,35 +125,6 @@ fn progress(len: u64, what: &str) -> ProgressBar {
     pb
 }
 
-struct Opened {
-    store: StoreReader,
-    graph: Graph,
-    threads: HashMap<u32, String>,
-}
-
-fn open(path: &Path) -> anyhow::Result<Opened> {
-    let store = StoreReader::open(path)?;
-    let tail = store.tail()?;
-    if !tail.is_empty() {
-        eprintln!(
-            "lucce: note: {} was not closed cleanly; ignoring its unflushed tail ({} graph events, {} events{})",
-            path.display(),
-            tail.graph,
-            tail.events,
-            if tail.damaged { ", damaged" } else { "" }
-        );
-    } else if !store.commit().clean {
-        eprintln!("lucce: note: {} was not closed cleanly (the recording process was killed?); everything it flushed is here", path.display());
-    }
-    let graph = Graph::from_store(&store).context("replaying the graph log")?;
-    let threads = store.threads()?.into_iter().map(|(id, t)| (id, t.name)).collect();
-    Ok(Opened { store, graph, threads })
-}
-
-fn thread_name(threads: &HashMap<u32, String>, id: u32) -> String {
-    threads.get(&id).cloned().unwrap_or_else(|| format!("#{id}"))
-}
-
 fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
     println!(
         "recording a synthetic program: {} threads, {} events, {} methods discovered as they are first called, a {}-deep recursion through two call sites",
@@ -166,7 +136,7 @@ fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
         rep.elapsed, rep.method_entries, rep.encoder.methods, rep.encoder.edges, rep.encoder.version, rep.encoder.anchors, rep.writer.events
     );
     println!("store: {} ({} bytes on disk)", opts.out.display(), rep.writer.bytes_on_disk);
-    let o = open(&opts.out)?;
+    let o = open_store(&opts.out)?;
     let pb = progress(o.store.commit().events, "decoding");
     let start = std::time::Instant::now();
     let report = verify_store(&o.store, &o.graph, |_| pb.inc(1))?;
@@ -191,7 +161,7 @@ fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
             let (seq, ev) = item?;
             let ctx = dec.decode(ev.site, ev.c, ev.v)?;
             writeln!(out)?;
-            let thread = thread_name(&o.threads, ev.thread);
+            let thread = o.thread_name(ev.thread);
             JavaText { max_frames: 8 }.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
         }
     }
@@ -200,7 +170,7 @@ fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
 }
 
 fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) -> anyhow::Result<ExitCode> {
-    let o = open(path)?;
+    let o = open_store(path)?;
     let mut dec = ContextDecoder::new(&o.graph);
     let mut fmt: Box<dyn Outputter> = if json { Box::new(JsonLines) } else { Box::new(JavaText { max_frames }) };
     let end = limit.unwrap_or(u64::MAX);
@@ -210,7 +180,7 @@ fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) ->
     for item in o.store.events_range(0..end) {
         let (seq, ev) = item?;
         let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("event #{seq}"))?;
-        let thread = thread_name(&o.threads, ev.thread);
+        let thread = o.thread_name(ev.thread);
         if let Err(e) = fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx }) {
             if e.kind() == io::ErrorKind::BrokenPipe {
                 return Ok(ExitCode::SUCCESS);
@@ -225,7 +195,7 @@ fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) ->
 }
 
 fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCode> {
-    let o = open(path)?;
+    let o = open_store(path)?;
     let mut dec = ContextDecoder::new(&o.graph);
     let mut fmt: Box<dyn Outputter> = if json { Box::new(JsonLines) } else { Box::new(JavaText { max_frames: usize::MAX }) };
     let stdout = io::stdout();
@@ -256,14 +226,14 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
             _ => bail!("{id:?} is neither an event number nor SITE:CALLID:VERSION"),
         };
         let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
-        let thread = thread_name(&o.threads, ev.thread);
+        let thread = o.thread_name(ev.thread);
         fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn cmd_stats(path: &Path) -> anyhow::Result<ExitCode> {
-    let o = open(path)?;
+    let o = open_store(path)?;
     let g = o.graph.stats();
     let c = o.store.commit();
     let bytes = o.store.bytes_on_disk()?;
@@ -283,7 +253,7 @@ fn cmd_stats(path: &Path) -> anyhow::Result<ExitCode> {
 }
 
 fn cmd_verify(path: &Path, show: usize) -> anyhow::Result<ExitCode> {
-    let o = open(path)?;
+    let o = open_store(path)?;
     let pb = progress(o.store.commit().events, "verifying");
     let report = verify_store(&o.store, &o.graph, |_| pb.inc(1))?;
     pb.finish_and_clear();

@@ -71,6 +71,31 @@ impl SynthProgram {
     }
 }
 
+impl SynthProgram {
+    /// A program given by its shape: for each method, its call sites, each a list of target
+    /// method indexes (taken modulo the method count). Method i is `t.T.m{i}`, site k is on line
+    /// 10·(k+1), events on line 1. For property tests.
+    pub fn from_shape(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
+        let n = shape.len().max(1);
+        let methods = shape
+            .iter()
+            .enumerate()
+            .map(|(i, sites)| SynthMethod {
+                class: "t.T".into(),
+                name: format!("m{i}"),
+                file: "T.java".into(),
+                sites: sites
+                    .iter()
+                    .enumerate()
+                    .map(|(k, targets)| SynthSite { line: 10 * (k as i32 + 1), targets: targets.iter().map(|t| t % n).collect() })
+                    .collect(),
+                mark_line: 1,
+            })
+            .collect();
+        SynthProgram { methods }
+    }
+}
+
 /// Ids of a method once the encoder knows it.
 #[derive(Debug, Clone)]
 pub struct Loaded {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lucce::outputs::Labeler;
-use lucce::synth::{Op, Runtime, SimThread, SynthMethod, SynthProgram, SynthSite};
+use lucce::synth::{Op, Runtime, SimThread, SynthProgram};
 use lucce_decoder::cct::KindSet;
 use lucce_decoder::{build_cct, Cct, CctOptions, Graph, PacketOrder};
 use lucce_encoder::{Encoder, EncoderConfig};
@@ -14,24 +14,7 @@ use lucce_log_format::{EventKind, EventRecord, StoreReader, StoreWriter, WriterO
 use proptest::prelude::*;
 
 fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
-    let n = shape.len();
-    SynthProgram {
-        methods: shape
-            .iter()
-            .enumerate()
-            .map(|(i, sites)| SynthMethod {
-                class: "t.T".into(),
-                name: format!("m{i}"),
-                file: "T.java".into(),
-                sites: sites
-                    .iter()
-                    .enumerate()
-                    .map(|(k, targets)| SynthSite { line: 10 * (k as i32 + 1), targets: targets.iter().map(|t| t % n).collect() })
-                    .collect(),
-                mark_line: 1,
-            })
-            .collect(),
-    }
+    SynthProgram::from_shape(shape)
 }
 
 const KINDS: [EventKind; 3] = [EventKind::Mark, EventKind::Sample, EventKind::Alloc];

@@ -4,30 +4,13 @@
 
 mod common;
 
-use lucce::synth::{deep_recursion, Op, Runtime, SimThread, SynthMethod, SynthProgram, SynthSite, RECURSIVE};
+use lucce::synth::{deep_recursion, Op, Runtime, SimThread, SynthProgram, RECURSIVE};
 use lucce_encoder::{Encoder, EncoderConfig};
 use lucce_log_format::{StoreWriter, WriterOptions};
 use proptest::prelude::*;
 
 fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
-    let n = shape.len();
-    SynthProgram {
-        methods: shape
-            .iter()
-            .enumerate()
-            .map(|(i, sites)| SynthMethod {
-                class: "t.T".into(),
-                name: format!("m{i}"),
-                file: "T.java".into(),
-                sites: sites
-                    .iter()
-                    .enumerate()
-                    .map(|(k, targets)| SynthSite { line: 10 * (k as i32 + 1), targets: targets.iter().map(|t| t % n).collect() })
-                    .collect(),
-                mark_line: 1,
-            })
-            .collect(),
-    }
+    SynthProgram::from_shape(shape)
 }
 
 /// Runs `ops` (thread, op) interleaved on one OS thread; returns the number of events.
