@@ -28,7 +28,7 @@ use crate::options::Options;
 use crate::registry::Registry;
 // The rewriter's entry point. Switch to `crate::rewrite::{...}` once agent/src/rewrite/ provides
 // `rewrite_class` (the contract in rewrite/mod.rs).
-use crate::rewrite_stub::{rewrite_class, RewriteOutcome};
+use crate::rewrite::{rewrite_class, RewriteOutcome};
 use crate::runtime::{self, Counters};
 use crate::summary::{Stats, Summary};
 

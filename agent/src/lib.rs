@@ -19,7 +19,6 @@ pub mod log;
 pub mod options;
 pub mod registry;
 pub mod rewrite;
-pub mod rewrite_stub;
 pub mod runtime;
 pub mod summary;
 

@@ -5,14 +5,40 @@
 //!
 //! Probes (all `invokestatic` into the runtime class `lucce/Runtime`, see `probes.rs`):
 //! - method entry, first thing in every method with code (legal before `super()`):
-//!     push methodId (int); invokestatic lucce/Runtime.enter(I)J; lstore CTX
-//!     invokestatic lucce/Runtime.version()J; lstore VER
+//!   push methodId (int); invokestatic lucce/Runtime.enter(I)J; lstore CTX
+//!   invokestatic lucce/Runtime.version()J; lstore VER
 //!   CTX and VER are two new long locals appended after the method's max_locals.
 //! - before every invoke instruction (invokevirtual/special/static/interface/dynamic):
-//!     push siteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.call(IJJ)V
+//!   push siteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.call(IJJ)V
 //! - right after every allocation (new, newarray, anewarray, multianewarray):
-//!     push allocSiteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.alloc(IJJ)V
+//!   push allocSiteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.alloc(IJJ)V
+//!
 //! Classes whose internal name starts with `lucce/` are never rewritten.
+//!
+//! Module map: `classfile` (parse the class, index the pool, write the output), `pool` (appended
+//! constants), `code` (instruction decode, layout with widening, emission), `frames`
+//! (StackMapTable), `typesim` (the one frame the rewriter must invent: after a widened
+//! conditional branch), `probes` (the inserted code, in one place), `method` (one method, step by
+//! step).
+//!
+//! What is dropped: `RuntimeVisibleTypeAnnotations`/`RuntimeInvisibleTypeAnnotations` attributes
+//! of Code (their bytecode offsets are not remapped; the JVM does not use them). A StackMapTable
+//! in a class older than version 50 (ignored by the JVM) is dropped too.
+//!
+//! Registry ids are requested only after every id-independent check passed; see `method.rs` for
+//! the one narrow case where a method is skipped after its ids were handed out.
+
+pub mod check;
+mod classfile;
+mod code;
+mod frames;
+mod method;
+mod pool;
+pub mod probes;
+mod typesim;
+
+use classfile::{assemble, mutf8, ClassFile, MAX_CP_COUNT};
+use pool::PoolEdit;
 
 /// Ids handed out by the agent for methods and sites; the rewriter asks for one per method,
 /// call site and allocation site it instruments, in bytecode order.
@@ -49,4 +75,152 @@ pub struct SiteInfo {
     /// The LineNumberTable line HotSpot would report for `bci` (entry whose start_pc equals it,
     /// else the last one below it), or -1 when the method has no line table.
     pub line: i32,
+}
+
+/// Why a method with code was left unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The rewritten code would exceed 65535 bytes.
+    CodeTooLarge,
+    /// max_locals + 4 would not fit into a u2.
+    TooManyLocals,
+    /// max_stack + 5 would not fit into a u2.
+    TooManyStackSlots,
+    /// The class has more than one Code attribute for this method.
+    DuplicateCode,
+    /// The appended constants would overflow the constant pool (the whole class is unchanged).
+    ConstantPoolFull,
+    /// Bytecode the rewriter does not accept (the JVM would reject it too).
+    MalformedCode(&'static str),
+    MalformedStackMap(&'static str),
+    /// Exception, line or local-variable table that does not fit the code.
+    MalformedTable(&'static str),
+    /// A widened conditional branch needs a frame that could not be computed.
+    FrameInference(&'static str),
+}
+
+/// The class could not be parsed; the agent leaves it untouched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("malformed class file: {0}")]
+    Malformed(&'static str),
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct ClassStats {
+    /// Internal name, `java/lang/String`.
+    pub class_name: String,
+    pub methods_with_code: u32,
+    pub methods_rewritten: u32,
+    /// (name + descriptor, reason) of every method with code that was left as it was.
+    pub skipped: Vec<(String, SkipReason)>,
+    /// Set when the whole class was left unchanged for a class-level reason (constant pool full).
+    pub unchanged_reason: Option<SkipReason>,
+}
+
+#[derive(Debug)]
+pub struct RewriteOutcome {
+    /// The rewritten class, or None to leave the class unchanged.
+    pub bytes: Option<Vec<u8>>,
+    pub stats: ClassStats,
+}
+
+const ACC_NATIVE: u16 = 0x0100;
+const ACC_ABSTRACT: u16 = 0x0400;
+
+/// Inserts the probes into every method with code. Never panics on any input: a class that
+/// cannot be parsed is an `Err`, a method that cannot be rewritten is left as it was and listed
+/// in `stats.skipped`. Classes under `lucce/` come back unchanged.
+pub fn rewrite_class(
+    class_bytes: &[u8],
+    registry: &mut dyn SiteRegistry,
+) -> Result<RewriteOutcome, RewriteError> {
+    let cf = ClassFile::parse(class_bytes)?;
+    let ClassFile {
+        bytes,
+        major,
+        cp,
+        cp_end,
+        this_class,
+        methods,
+        source_file,
+    } = cf;
+    let raw_name = cp
+        .class_name(this_class)
+        .ok_or(RewriteError::Malformed("this_class"))?;
+    let class_name = mutf8(raw_name);
+    let mut stats = ClassStats {
+        class_name: class_name.clone().into_owned(),
+        ..ClassStats::default()
+    };
+    if class_name.starts_with(probes::EXCLUDED_PREFIX) {
+        return Ok(RewriteOutcome { bytes: None, stats });
+    }
+    let source = source_file.and_then(|i| cp.utf8(i)).map(mutf8);
+    let cx = method::ClassCtx {
+        bytes,
+        major,
+        this_class,
+        class_name: &class_name,
+        this_is_object: raw_name == b"java/lang/Object",
+        source_file: source.as_deref(),
+    };
+    let mut pool = PoolEdit::new(cp);
+    let mut scratch = method::Scratch::default();
+    let mut patches = Vec::new();
+    let mut rewritten_names = Vec::new();
+    for m in &methods {
+        let Some(code) = &m.code else { continue };
+        if m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
+            // Such a method must not have code; the JVM rejects the class. Leave it alone.
+            continue;
+        }
+        stats.methods_with_code += 1;
+        let name = mutf8(pool.cp.utf8(m.name).unwrap_or(b"?"));
+        let desc_bytes = pool.cp.utf8(m.desc).unwrap_or(b"");
+        let desc = mutf8(desc_bytes);
+        let label = || format!("{name}{desc}");
+        if m.dup_code {
+            stats.skipped.push((label(), SkipReason::DuplicateCode));
+            continue;
+        }
+        let mi = method::MethodIn {
+            name: &name,
+            desc: &desc,
+            desc_bytes,
+            access: m.access,
+            attr: code.whole.clone(),
+            info: code.info.clone(),
+        };
+        match method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch) {
+            Ok(attr) => {
+                patches.push((code.whole.clone(), attr));
+                rewritten_names.push((m.name, m.desc));
+                stats.methods_rewritten += 1;
+            }
+            Err(r) => stats.skipped.push((label(), r)),
+        }
+    }
+    if patches.is_empty() {
+        return Ok(RewriteOutcome { bytes: None, stats });
+    }
+    if pool.app.count() > MAX_CP_COUNT {
+        stats.methods_rewritten = 0;
+        for (n, d) in rewritten_names {
+            let label = format!(
+                "{}{}",
+                mutf8(pool.cp.utf8(n).unwrap_or(b"?")),
+                mutf8(pool.cp.utf8(d).unwrap_or(b""))
+            );
+            stats.skipped.push((label, SkipReason::ConstantPoolFull));
+        }
+        stats.unchanged_reason = Some(SkipReason::ConstantPoolFull);
+        return Ok(RewriteOutcome { bytes: None, stats });
+    }
+    let out =
+        assemble(bytes, cp_end, &pool.app, &patches).ok_or(RewriteError::Malformed("assemble"))?;
+    Ok(RewriteOutcome {
+        bytes: Some(out),
+        stats,
+    })
 }

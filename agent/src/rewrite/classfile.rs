@@ -1,0 +1,461 @@
+//! Class-file parsing and writing, just deep enough for the rewriter.
+//!
+//! The parser does not build an object model: it indexes the constant pool (tag + offset of every
+//! entry) and records the byte spans of methods and their `Code` attributes. The writer copies the
+//! original bytes verbatim and splices in (a) constant-pool entries appended at the end of the pool
+//! and (b) replacement `Code` attributes. Everything else (fields, other attributes, constant kinds
+//! the rewriter never looks at such as Dynamic/Module/Package) passes through byte for byte.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use rustc_hash::FxHashMap;
+
+use super::RewriteError;
+
+pub(crate) const TAG_UTF8: u8 = 1;
+pub(crate) const TAG_INTEGER: u8 = 3;
+pub(crate) const TAG_FLOAT: u8 = 4;
+pub(crate) const TAG_LONG: u8 = 5;
+pub(crate) const TAG_DOUBLE: u8 = 6;
+pub(crate) const TAG_CLASS: u8 = 7;
+pub(crate) const TAG_STRING: u8 = 8;
+pub(crate) const TAG_FIELDREF: u8 = 9;
+pub(crate) const TAG_METHODREF: u8 = 10;
+pub(crate) const TAG_IMETHODREF: u8 = 11;
+pub(crate) const TAG_NAME_AND_TYPE: u8 = 12;
+pub(crate) const TAG_METHOD_HANDLE: u8 = 15;
+pub(crate) const TAG_METHOD_TYPE: u8 = 16;
+pub(crate) const TAG_DYNAMIC: u8 = 17;
+pub(crate) const TAG_INVOKE_DYNAMIC: u8 = 18;
+pub(crate) const TAG_MODULE: u8 = 19;
+pub(crate) const TAG_PACKAGE: u8 = 20;
+
+/// Highest constant-pool count a class file can state (`u2`).
+pub(crate) const MAX_CP_COUNT: u32 = 0xFFFF;
+
+fn malformed(what: &'static str) -> RewriteError {
+    RewriteError::Malformed(what)
+}
+
+/// Bounds-checked big-endian reader over a byte slice. Every accessor fails instead of panicking.
+#[derive(Clone)]
+pub(crate) struct Reader<'a> {
+    pub b: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(b: &'a [u8], pos: usize) -> Self {
+        Reader { b, pos }
+    }
+    #[inline]
+    pub fn u1(&mut self) -> Option<u8> {
+        let v = *self.b.get(self.pos)?;
+        self.pos += 1;
+        Some(v)
+    }
+    #[inline]
+    pub fn u2(&mut self) -> Option<u16> {
+        let s = self.b.get(self.pos..self.pos.checked_add(2)?)?;
+        self.pos += 2;
+        Some(u16::from_be_bytes([s[0], s[1]]))
+    }
+    #[inline]
+    pub fn u4(&mut self) -> Option<u32> {
+        let s = self.b.get(self.pos..self.pos.checked_add(4)?)?;
+        self.pos += 4;
+        Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    #[inline]
+    pub fn skip(&mut self, n: usize) -> Option<()> {
+        let end = self.pos.checked_add(n)?;
+        if end > self.b.len() {
+            return None;
+        }
+        self.pos = end;
+        Some(())
+    }
+}
+
+/// Reads a big-endian u16 at `at`, or None when out of range.
+#[inline]
+pub(crate) fn be_u16(b: &[u8], at: usize) -> Option<u16> {
+    let s = b.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([s[0], s[1]]))
+}
+
+#[inline]
+pub(crate) fn be_i32(b: &[u8], at: usize) -> Option<i32> {
+    let s = b.get(at..at.checked_add(4)?)?;
+    Some(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// The constant pool as an index: for entry `i`, its tag and the offset of its first byte after
+/// the tag. Slot 0 and the second slot of Long/Double entries have tag 0.
+pub(crate) struct ConstPool<'a> {
+    bytes: &'a [u8],
+    tags: Vec<u8>,
+    offs: Vec<u32>,
+}
+
+impl<'a> ConstPool<'a> {
+    /// Number of slots as the class file states it (`constant_pool_count`).
+    pub fn count(&self) -> u32 {
+        self.tags.len() as u32
+    }
+
+    pub fn tag(&self, idx: u16) -> u8 {
+        self.tags.get(idx as usize).copied().unwrap_or(0)
+    }
+
+    fn body(&self, idx: u16, tag: u8) -> Option<usize> {
+        if self.tag(idx) != tag {
+            return None;
+        }
+        self.offs.get(idx as usize).map(|&o| o as usize)
+    }
+
+    /// The raw (modified UTF-8) bytes of a Utf8 entry and their offset in the class file.
+    pub fn utf8_span(&self, idx: u16) -> Option<Range<usize>> {
+        let o = self.body(idx, TAG_UTF8)?;
+        let len = be_u16(self.bytes, o)? as usize;
+        let start = o + 2;
+        let end = start.checked_add(len)?;
+        if end > self.bytes.len() {
+            return None;
+        }
+        Some(start..end)
+    }
+
+    pub fn utf8(&self, idx: u16) -> Option<&'a [u8]> {
+        let r = self.utf8_span(idx)?;
+        self.bytes.get(r)
+    }
+
+    /// The name index of a Class entry.
+    pub fn class_name_idx(&self, idx: u16) -> Option<u16> {
+        be_u16(self.bytes, self.body(idx, TAG_CLASS)?)
+    }
+
+    pub fn class_name(&self, idx: u16) -> Option<&'a [u8]> {
+        self.utf8(self.class_name_idx(idx)?)
+    }
+
+    /// (name, descriptor) Utf8 indices of a NameAndType entry.
+    pub fn name_and_type(&self, idx: u16) -> Option<(u16, u16)> {
+        let o = self.body(idx, TAG_NAME_AND_TYPE)?;
+        Some((be_u16(self.bytes, o)?, be_u16(self.bytes, o + 2)?))
+    }
+
+    /// (class index, name index, descriptor index) of a Field/Method/InterfaceMethod ref.
+    pub fn member_ref(&self, idx: u16) -> Option<(u16, u16, u16)> {
+        let t = self.tag(idx);
+        if !matches!(t, TAG_FIELDREF | TAG_METHODREF | TAG_IMETHODREF) {
+            return None;
+        }
+        let o = *self.offs.get(idx as usize)? as usize;
+        let class = be_u16(self.bytes, o)?;
+        let (n, d) = self.name_and_type(be_u16(self.bytes, o + 2)?)?;
+        Some((class, n, d))
+    }
+
+    /// The NameAndType of an InvokeDynamic or Dynamic entry: (name, descriptor).
+    pub fn dynamic_nat(&self, idx: u16) -> Option<(u16, u16)> {
+        let t = self.tag(idx);
+        if !matches!(t, TAG_DYNAMIC | TAG_INVOKE_DYNAMIC) {
+            return None;
+        }
+        let o = *self.offs.get(idx as usize)? as usize;
+        self.name_and_type(be_u16(self.bytes, o + 2)?)
+    }
+
+    /// All Class entries by name, for reusing them instead of appending duplicates.
+    pub fn class_index(&self) -> FxHashMap<&'a [u8], u16> {
+        let mut m = FxHashMap::default();
+        for i in 1..self.tags.len() {
+            if self.tags[i] == TAG_CLASS {
+                if let Some(n) = self.class_name(i as u16) {
+                    m.entry(n).or_insert(i as u16);
+                }
+            }
+        }
+        m
+    }
+}
+
+/// Where one attribute sits in the class file.
+#[derive(Debug, Clone)]
+pub(crate) struct AttrSpan {
+    /// From the attribute_name_index to the end of its info.
+    pub whole: Range<usize>,
+    /// The info bytes only.
+    pub info: Range<usize>,
+}
+
+pub(crate) struct Method {
+    pub access: u16,
+    pub name: u16,
+    pub desc: u16,
+    pub code: Option<AttrSpan>,
+    /// More than one Code attribute: malformed, left alone.
+    pub dup_code: bool,
+}
+
+pub(crate) struct ClassFile<'a> {
+    pub bytes: &'a [u8],
+    pub major: u16,
+    pub cp: ConstPool<'a>,
+    /// Offset just after the last constant-pool entry (where appended entries go).
+    pub cp_end: usize,
+    pub this_class: u16,
+    pub methods: Vec<Method>,
+    pub source_file: Option<u16>,
+}
+
+/// Reads attribute headers, calling `f(name_idx, span)` for each; returns the end offset.
+pub(crate) fn for_each_attr<'a>(
+    r: &mut Reader<'a>,
+    mut f: impl FnMut(u16, AttrSpan) -> Result<(), RewriteError>,
+) -> Result<(), RewriteError> {
+    let n = r.u2().ok_or(malformed("truncated attribute count"))?;
+    for _ in 0..n {
+        let start = r.pos;
+        let name = r.u2().ok_or(malformed("truncated attribute"))?;
+        let len = r.u4().ok_or(malformed("truncated attribute"))? as usize;
+        let info_start = r.pos;
+        r.skip(len)
+            .ok_or(malformed("attribute overruns the class file"))?;
+        f(
+            name,
+            AttrSpan {
+                whole: start..r.pos,
+                info: info_start..r.pos,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+impl<'a> ClassFile<'a> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, RewriteError> {
+        let mut r = Reader::new(bytes, 0);
+        if r.u4() != Some(0xCAFE_BABE) {
+            return Err(malformed("bad magic"));
+        }
+        let _minor = r.u2().ok_or(malformed("truncated header"))?;
+        let major = r.u2().ok_or(malformed("truncated header"))?;
+        let count = r.u2().ok_or(malformed("truncated header"))? as usize;
+        if count == 0 {
+            return Err(malformed("constant_pool_count is 0"));
+        }
+        let mut tags = vec![0u8; count];
+        let mut offs = vec![0u32; count];
+        let mut i = 1;
+        while i < count {
+            let tag = r.u1().ok_or(malformed("truncated constant pool"))?;
+            tags[i] = tag;
+            offs[i] = r.pos as u32;
+            let n = match tag {
+                TAG_UTF8 => r.u2().ok_or(malformed("truncated constant pool"))? as usize,
+                TAG_INTEGER | TAG_FLOAT => 4,
+                TAG_LONG | TAG_DOUBLE => 8,
+                TAG_CLASS | TAG_STRING | TAG_METHOD_TYPE | TAG_MODULE | TAG_PACKAGE => 2,
+                TAG_FIELDREF | TAG_METHODREF | TAG_IMETHODREF | TAG_NAME_AND_TYPE | TAG_DYNAMIC
+                | TAG_INVOKE_DYNAMIC => 4,
+                TAG_METHOD_HANDLE => 3,
+                _ => return Err(malformed("unknown constant-pool tag")),
+            };
+            r.skip(n).ok_or(malformed("truncated constant pool"))?;
+            // Long and Double take two slots; the second is unusable.
+            i += if matches!(tag, TAG_LONG | TAG_DOUBLE) {
+                2
+            } else {
+                1
+            };
+        }
+        let cp_end = r.pos;
+        let cp = ConstPool { bytes, tags, offs };
+        let _access = r.u2().ok_or(malformed("truncated class header"))?;
+        let this_class = r.u2().ok_or(malformed("truncated class header"))?;
+        let _super = r.u2().ok_or(malformed("truncated class header"))?;
+        let ninterfaces = r.u2().ok_or(malformed("truncated interfaces"))? as usize;
+        r.skip(ninterfaces * 2)
+            .ok_or(malformed("truncated interfaces"))?;
+        let nfields = r.u2().ok_or(malformed("truncated fields"))?;
+        for _ in 0..nfields {
+            r.skip(6).ok_or(malformed("truncated field"))?;
+            for_each_attr(&mut r, |_, _| Ok(()))?;
+        }
+        let nmethods = r.u2().ok_or(malformed("truncated methods"))?;
+        let mut methods = Vec::with_capacity(nmethods as usize);
+        for _ in 0..nmethods {
+            let access = r.u2().ok_or(malformed("truncated method"))?;
+            let name = r.u2().ok_or(malformed("truncated method"))?;
+            let desc = r.u2().ok_or(malformed("truncated method"))?;
+            let mut code = None;
+            let mut dup_code = false;
+            for_each_attr(&mut r, |n, span| {
+                if cp.utf8(n) == Some(b"Code") {
+                    if code.is_some() {
+                        dup_code = true;
+                    }
+                    code = Some(span);
+                }
+                Ok(())
+            })?;
+            methods.push(Method {
+                access,
+                name,
+                desc,
+                code,
+                dup_code,
+            });
+        }
+        let mut source_file = None;
+        for_each_attr(&mut r, |n, span| {
+            if cp.utf8(n) == Some(b"SourceFile") {
+                source_file = be_u16(bytes, span.info.start);
+            }
+            Ok(())
+        })?;
+        if r.pos != bytes.len() {
+            return Err(malformed("trailing bytes after the class file"));
+        }
+        if cp.class_name(this_class).is_none() {
+            return Err(malformed("this_class is not a Class entry"));
+        }
+        Ok(ClassFile {
+            bytes,
+            major,
+            cp,
+            cp_end,
+            this_class,
+            methods,
+            source_file,
+        })
+    }
+}
+
+/// Java's modified UTF-8 to a Rust string. Plain UTF-8 (the common case) is borrowed; embedded
+/// NULs (`C0 80`) and surrogate pairs are decoded; anything invalid becomes U+FFFD.
+pub(crate) fn mutf8(b: &[u8]) -> Cow<'_, str> {
+    if let Ok(s) = std::str::from_utf8(b) {
+        if !b.contains(&0xED) {
+            return Cow::Borrowed(s);
+        }
+    }
+    let mut units: Vec<u16> = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i] as u32;
+        if c < 0x80 {
+            units.push(c as u16);
+            i += 1;
+        } else if c & 0xE0 == 0xC0 && i + 1 < b.len() {
+            units.push((((c & 0x1F) << 6) | (b[i + 1] as u32 & 0x3F)) as u16);
+            i += 2;
+        } else if c & 0xF0 == 0xE0 && i + 2 < b.len() {
+            units.push(
+                (((c & 0x0F) << 12) | ((b[i + 1] as u32 & 0x3F) << 6) | (b[i + 2] as u32 & 0x3F))
+                    as u16,
+            );
+            i += 3;
+        } else {
+            units.push(0xFFFD);
+            i += 1;
+        }
+    }
+    Cow::Owned(String::from_utf16_lossy(&units))
+}
+
+/// Constant-pool entries appended after the original ones.
+pub(crate) struct CpAppender {
+    next: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl CpAppender {
+    pub fn new(orig_count: u32) -> Self {
+        CpAppender {
+            next: orig_count,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// The count to write into the class file; may exceed [`MAX_CP_COUNT`] (caller checks).
+    pub fn count(&self) -> u32 {
+        self.next
+    }
+
+    /// Index the next entry would get, saturated to u16 (overflow is detected via `count`).
+    fn take(&mut self, slots: u32) -> u16 {
+        let i = self.next;
+        self.next += slots;
+        i.min(0xFFFF) as u16
+    }
+
+    pub fn utf8(&mut self, s: &[u8]) -> u16 {
+        self.bytes.push(TAG_UTF8);
+        self.bytes
+            .extend_from_slice(&(s.len().min(0xFFFF) as u16).to_be_bytes());
+        self.bytes.extend_from_slice(s);
+        self.take(1)
+    }
+
+    pub fn class(&mut self, name_utf8: u16) -> u16 {
+        self.bytes.push(TAG_CLASS);
+        self.bytes.extend_from_slice(&name_utf8.to_be_bytes());
+        self.take(1)
+    }
+
+    pub fn name_and_type(&mut self, name: u16, desc: u16) -> u16 {
+        self.bytes.push(TAG_NAME_AND_TYPE);
+        self.bytes.extend_from_slice(&name.to_be_bytes());
+        self.bytes.extend_from_slice(&desc.to_be_bytes());
+        self.take(1)
+    }
+
+    pub fn methodref(&mut self, class: u16, nat: u16) -> u16 {
+        self.bytes.push(TAG_METHODREF);
+        self.bytes.extend_from_slice(&class.to_be_bytes());
+        self.bytes.extend_from_slice(&nat.to_be_bytes());
+        self.take(1)
+    }
+
+    pub fn integer(&mut self, v: i32) -> u16 {
+        self.bytes.push(TAG_INTEGER);
+        self.bytes.extend_from_slice(&v.to_be_bytes());
+        self.take(1)
+    }
+}
+
+/// Builds the output class: original bytes with the pool extended and some spans replaced.
+/// `patches` must be sorted by start and non-overlapping, all after `cp_end`.
+pub(crate) fn assemble(
+    orig: &[u8],
+    cp_end: usize,
+    cp: &CpAppender,
+    patches: &[(Range<usize>, Vec<u8>)],
+) -> Option<Vec<u8>> {
+    if cp.count() > MAX_CP_COUNT {
+        return None;
+    }
+    let extra: usize = patches
+        .iter()
+        .map(|(r, b)| b.len().saturating_sub(r.len()))
+        .sum();
+    let mut out = Vec::with_capacity(orig.len() + cp.bytes.len() + extra);
+    out.extend_from_slice(orig.get(..8)?);
+    out.extend_from_slice(&(cp.count() as u16).to_be_bytes());
+    out.extend_from_slice(orig.get(10..cp_end)?);
+    out.extend_from_slice(&cp.bytes);
+    let mut pos = cp_end;
+    for (r, b) in patches {
+        out.extend_from_slice(orig.get(pos..r.start)?);
+        out.extend_from_slice(b);
+        pos = r.end;
+    }
+    out.extend_from_slice(orig.get(pos..)?);
+    Some(out)
+}

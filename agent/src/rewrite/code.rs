@@ -1,0 +1,529 @@
+//! Bytecode: decoding into a compact instruction vector, computing the new layout (with probe
+//! bytes, switch padding and widened branches), and emitting the new code array.
+//!
+//! Offsets of the old code map to the new code in two ways:
+//! - [`Layout::start`]: the first byte emitted for an instruction, i.e. its call probe when it has
+//!   one. Branch targets, exception ranges and handlers, frames and line/local tables use this, so
+//!   a jump to an invoke runs its probe and a handler covering an invoke covers its probe.
+//! - [`Layout::at`]: the instruction's own opcode. Used for the branch origin and for
+//!   `Uninitialized(offset)` verification types, which must name the `new` opcode itself.
+
+use super::probes::{self, IntPush, ProbeLocals, RuntimeRefs};
+use super::SkipReason;
+
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// Largest legal `code_length` (the JVM requires code_length < 65536).
+pub(crate) const MAX_CODE: u32 = 65535;
+
+pub(crate) const OP_GOTO: u8 = 0xA7;
+pub(crate) const OP_JSR: u8 = 0xA8;
+pub(crate) const OP_TABLESWITCH: u8 = 0xAA;
+pub(crate) const OP_LOOKUPSWITCH: u8 = 0xAB;
+pub(crate) const OP_NEW: u8 = 0xBB;
+pub(crate) const OP_WIDE: u8 = 0xC4;
+pub(crate) const OP_GOTO_W: u8 = 0xC8;
+pub(crate) const OP_JSR_W: u8 = 0xC9;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Plain,
+    /// if*, goto, jsr (16-bit offset).
+    Branch,
+    /// goto_w, jsr_w.
+    BranchW,
+    Switch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    None,
+    /// Call probe before the instruction.
+    Call,
+    /// Allocation probe after it.
+    Alloc,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Insn {
+    /// Offset in the old code.
+    pub off: u32,
+    /// Length in the old code.
+    pub len: u32,
+    pub op: u8,
+    pub kind: Kind,
+    pub probe: Probe,
+    /// A 16-bit branch that needs the long form in the new layout.
+    pub wide: bool,
+    /// Branch: target instruction index. Switch: first index into `Decoded::targets`.
+    pub target: u32,
+    /// Switch: number of targets (default first).
+    pub ntargets: u32,
+    /// Byte length of this instruction's probe in the current layout pass (0 = none).
+    pub probe_len: u32,
+}
+
+/// A decoded method body; buffers are reused across methods.
+#[derive(Default)]
+pub(crate) struct Decoded {
+    pub insns: Vec<Insn>,
+    /// Switch targets as instruction indices.
+    pub targets: Vec<u32>,
+    /// Old offset -> instruction index (NONE inside an instruction); `index_of[code_len]` is
+    /// `insns.len()` so an exclusive end offset maps too.
+    pub index_of: Vec<u32>,
+}
+
+/// Length of a fixed-size instruction, 0 for variable-length ones, None for invalid opcodes.
+fn fixed_len(op: u8) -> Option<u32> {
+    Some(match op {
+        0x00..=0x0F => 1,
+        0x10 => 2,
+        0x11 => 3,
+        0x12 => 2,
+        0x13 | 0x14 => 3,
+        0x15..=0x19 => 2,
+        0x1A..=0x35 => 1,
+        0x36..=0x3A => 2,
+        0x3B..=0x83 => 1,
+        0x84 => 3,
+        0x85..=0x98 => 1,
+        0x99..=0xA8 => 3,
+        0xA9 => 2,
+        0xAA | 0xAB => 0,
+        0xAC..=0xB1 => 1,
+        0xB2..=0xB8 => 3,
+        0xB9 | 0xBA => 5,
+        0xBB => 3,
+        0xBC => 2,
+        0xBD => 3,
+        0xBE | 0xBF => 1,
+        0xC0 | 0xC1 => 3,
+        0xC2 | 0xC3 => 1,
+        0xC4 => 0,
+        0xC5 => 4,
+        0xC6 | 0xC7 => 3,
+        0xC8 | 0xC9 => 5,
+        _ => return None,
+    })
+}
+
+pub(crate) fn is_invoke(op: u8) -> bool {
+    (0xB6..=0xBA).contains(&op)
+}
+
+pub(crate) fn is_alloc(op: u8) -> bool {
+    matches!(op, 0xBB | 0xBC | 0xBD | 0xC5)
+}
+
+/// Switch padding for an opcode at `pos`: operands start at the next multiple of 4.
+#[inline]
+pub(crate) fn switch_pad(pos: u32) -> u32 {
+    3 - (pos & 3)
+}
+
+fn rd_i32(code: &[u8], at: u32) -> Result<i32, SkipReason> {
+    super::classfile::be_i32(code, at as usize)
+        .ok_or(SkipReason::MalformedCode("truncated instruction"))
+}
+
+fn target_of(off: u32, disp: i64, code_len: u32) -> Result<u32, SkipReason> {
+    let t = off as i64 + disp;
+    if t < 0 || t >= code_len as i64 {
+        return Err(SkipReason::MalformedCode("branch target outside the code"));
+    }
+    Ok(t as u32)
+}
+
+impl Decoded {
+    /// Decodes `code`, marking probe points. Branch targets must be instruction boundaries.
+    pub fn decode(&mut self, code: &[u8]) -> Result<(), SkipReason> {
+        self.insns.clear();
+        self.targets.clear();
+        self.index_of.clear();
+        let code_len = code.len() as u32;
+        if code_len == 0 {
+            return Err(SkipReason::MalformedCode("empty code"));
+        }
+        self.index_of.resize(code.len() + 1, NONE);
+        let mut off = 0u32;
+        while off < code_len {
+            let op = code[off as usize];
+            let fl = fixed_len(op).ok_or(SkipReason::MalformedCode("unknown opcode"))?;
+            let mut ins = Insn {
+                off,
+                len: fl,
+                op,
+                kind: Kind::Plain,
+                probe: Probe::None,
+                wide: false,
+                target: NONE,
+                ntargets: 0,
+                probe_len: 0,
+            };
+            match op {
+                0x99..=0xA8 | 0xC6 | 0xC7 => {
+                    let d = super::classfile::be_u16(code, off as usize + 1)
+                        .ok_or(SkipReason::MalformedCode("truncated instruction"))?
+                        as i16;
+                    ins.kind = Kind::Branch;
+                    // Old offset for now; resolved to an index below.
+                    ins.target = target_of(off, d as i64, code_len)?;
+                }
+                OP_GOTO_W | OP_JSR_W => {
+                    let d = rd_i32(code, off + 1)?;
+                    ins.kind = Kind::BranchW;
+                    ins.target = target_of(off, d as i64, code_len)?;
+                }
+                OP_TABLESWITCH | OP_LOOKUPSWITCH => {
+                    let base = off + 1 + switch_pad(off);
+                    ins.kind = Kind::Switch;
+                    ins.target = self.targets.len() as u32;
+                    let default = rd_i32(code, base)?;
+                    self.targets.push(target_of(off, default as i64, code_len)?);
+                    let (n, first, stride) = if op == OP_TABLESWITCH {
+                        let low = rd_i32(code, base + 4)?;
+                        let high = rd_i32(code, base + 8)?;
+                        if high < low {
+                            return Err(SkipReason::MalformedCode("tableswitch high < low"));
+                        }
+                        // Offsets follow low/high directly.
+                        ((high as i64 - low as i64 + 1) as u64, base + 12, 4u32)
+                    } else {
+                        let n = rd_i32(code, base + 4)?;
+                        if n < 0 {
+                            return Err(SkipReason::MalformedCode("lookupswitch npairs < 0"));
+                        }
+                        // (match, offset) pairs follow npairs.
+                        (n as u64, base + 8, 8u32)
+                    };
+                    // Bound before multiplying so a hostile count cannot overflow or allocate.
+                    if n > code_len as u64 {
+                        return Err(SkipReason::MalformedCode("switch overruns the code"));
+                    }
+                    let end = first as u64 + n * stride as u64;
+                    if end > code_len as u64 {
+                        return Err(SkipReason::MalformedCode("switch overruns the code"));
+                    }
+                    // Where the offset sits inside each entry.
+                    let disp_at = if op == OP_TABLESWITCH { 0 } else { 4 };
+                    for k in 0..n as u32 {
+                        let d = rd_i32(code, first + k * stride + disp_at)?;
+                        self.targets.push(target_of(off, d as i64, code_len)?);
+                    }
+                    ins.ntargets = n as u32 + 1;
+                    ins.len = end as u32 - off;
+                }
+                OP_WIDE => {
+                    let next = *code
+                        .get(off as usize + 1)
+                        .ok_or(SkipReason::MalformedCode("truncated wide"))?;
+                    ins.len = match next {
+                        0x84 => 6,
+                        0x15..=0x19 | 0x36..=0x3A | 0xA9 => 4,
+                        _ => return Err(SkipReason::MalformedCode("bad wide opcode")),
+                    };
+                }
+                _ => {}
+            }
+            if is_invoke(op) {
+                ins.probe = Probe::Call;
+            } else if is_alloc(op) {
+                ins.probe = Probe::Alloc;
+            }
+            if off as u64 + ins.len as u64 > code_len as u64 {
+                return Err(SkipReason::MalformedCode("instruction overruns the code"));
+            }
+            self.index_of[off as usize] = self.insns.len() as u32;
+            self.insns.push(ins);
+            off += ins.len;
+        }
+        self.index_of[code.len()] = self.insns.len() as u32;
+        // Resolve target offsets to instruction indices.
+        for ins in self.insns.iter_mut() {
+            if matches!(ins.kind, Kind::Branch | Kind::BranchW) {
+                ins.target = self.index_of[ins.target as usize];
+                if ins.target == NONE {
+                    return Err(SkipReason::MalformedCode(
+                        "branch into the middle of an instruction",
+                    ));
+                }
+            }
+        }
+        for t in self.targets.iter_mut() {
+            *t = self.index_of[*t as usize];
+            if *t == NONE {
+                return Err(SkipReason::MalformedCode(
+                    "switch target inside an instruction",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Instruction index at old offset `off` (boundary or `code_len`), else None.
+    #[inline]
+    pub fn index(&self, off: u32) -> Option<usize> {
+        match self.index_of.get(off as usize) {
+            Some(&i) if i != NONE => Some(i as usize),
+            _ => None,
+        }
+    }
+
+    /// Instruction index containing old offset `off` (for tables that may point mid-instruction).
+    pub fn containing(&self, off: u32) -> Option<usize> {
+        let mut o = (off as usize).min(self.index_of.len().checked_sub(1)?);
+        loop {
+            if let Some(&i) = self.index_of.get(o) {
+                if i != NONE {
+                    return Some(i as usize);
+                }
+            }
+            o = o.checked_sub(1)?;
+        }
+    }
+}
+
+/// New positions; `start`/`at` have one entry per instruction plus one for the code end.
+#[derive(Default)]
+pub(crate) struct Layout {
+    pub start: Vec<u32>,
+    pub at: Vec<u32>,
+    pub code_len: u32,
+    pub entry_len: u32,
+    /// Some 16-bit branch is in its wide form.
+    pub any_wide: bool,
+}
+
+/// Size of an instruction at new opcode position `at`.
+#[inline]
+fn new_len(ins: &Insn, at: u32) -> u32 {
+    match ins.kind {
+        Kind::Plain => ins.len,
+        Kind::Branch if !ins.wide => 3,
+        Kind::Branch if matches!(ins.op, OP_GOTO | OP_JSR) => 5,
+        // Inverted condition over a goto_w.
+        Kind::Branch => 8,
+        Kind::BranchW => 5,
+        Kind::Switch => ins.len - switch_pad(ins.off) + switch_pad(at),
+    }
+}
+
+impl Layout {
+    /// Computes positions, widening 16-bit branches until every displacement fits (a fixed
+    /// point: widening only grows code, so it terminates after at most one pass per branch).
+    /// Probe lengths come from `Insn::probe_len`; `wide` flags persist in `d.insns`.
+    pub fn compute(&mut self, d: &mut Decoded, entry_len: u32) -> Result<(), SkipReason> {
+        let n = d.insns.len();
+        self.entry_len = entry_len;
+        // Upper bound of the new size with every branch narrow: when it stays within i16 range
+        // no displacement can overflow, so the widening check is skipped (the common case).
+        let mut bound = entry_len as u64;
+        let mut already_wide = false;
+        for ins in d.insns.iter() {
+            bound += ins.len as u64
+                + ins.probe_len as u64
+                + if ins.kind == Kind::Switch { 3 } else { 0 };
+            already_wide |= ins.wide;
+        }
+        let small = bound <= i16::MAX as u64 && !already_wide;
+        self.start.clear();
+        self.start.resize(n + 1, 0);
+        self.at.clear();
+        self.at.resize(n + 1, 0);
+        loop {
+            let mut pos = entry_len;
+            for (i, ins) in d.insns.iter().enumerate() {
+                self.start[i] = pos;
+                if ins.probe == Probe::Call {
+                    pos += ins.probe_len;
+                }
+                self.at[i] = pos;
+                pos += new_len(ins, pos);
+                if ins.probe == Probe::Alloc {
+                    pos += ins.probe_len;
+                }
+                // Give up early on absurd sizes; u32 cannot overflow before this trips.
+                if pos > 4 * MAX_CODE {
+                    return Err(SkipReason::CodeTooLarge);
+                }
+            }
+            self.start[n] = pos;
+            self.at[n] = pos;
+            self.code_len = pos;
+            if small {
+                break;
+            }
+            let mut changed = false;
+            for (i, ins) in d.insns.iter_mut().enumerate() {
+                if ins.kind == Kind::Branch && !ins.wide {
+                    let disp = self.start[ins.target as usize] as i64 - self.at[i] as i64;
+                    if disp < i16::MIN as i64 || disp > i16::MAX as i64 {
+                        ins.wide = true;
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if self.code_len > MAX_CODE {
+            return Err(SkipReason::CodeTooLarge);
+        }
+        self.any_wide = !small && d.insns.iter().any(|i| i.wide);
+        Ok(())
+    }
+}
+
+/// Inverse of a conditional branch opcode.
+fn invert(op: u8) -> u8 {
+    match op {
+        0x99..=0xA6 => {
+            if (op - 0x99).is_multiple_of(2) {
+                op + 1
+            } else {
+                op - 1
+            }
+        }
+        _ => op ^ 1, // ifnull <-> ifnonnull
+    }
+}
+
+/// Pushes for each instruction's probe and the method id.
+pub(crate) struct Pushes<'a> {
+    pub method: IntPush,
+    /// Per instruction (NONE-free only where a probe exists).
+    pub site: &'a [Option<IntPush>],
+}
+
+/// Emits the new code array.
+pub(crate) fn emit(
+    code: &[u8],
+    d: &Decoded,
+    lay: &Layout,
+    pushes: &Pushes<'_>,
+    locals: ProbeLocals,
+    refs: &RuntimeRefs,
+    out: &mut Vec<u8>,
+) -> Result<(), SkipReason> {
+    out.clear();
+    out.reserve(lay.code_len as usize);
+    probes::emit_entry(out, pushes.method, locals, refs);
+    let bad = SkipReason::MalformedCode("emit");
+    for (i, ins) in d.insns.iter().enumerate() {
+        let push = pushes.site.get(i).copied().flatten();
+        if ins.probe == Probe::Call {
+            probes::emit_site(out, false, push.ok_or(bad.clone())?, locals, refs);
+        }
+        debug_assert_eq!(out.len() as u32, lay.at[i]);
+        let at = lay.at[i];
+        let off = ins.off as usize;
+        let orig = code.get(off..off + ins.len as usize).ok_or(bad.clone())?;
+        match ins.kind {
+            Kind::Plain => out.extend_from_slice(orig),
+            Kind::Branch | Kind::BranchW => {
+                let t = lay.start[ins.target as usize] as i64;
+                if ins.kind == Kind::BranchW {
+                    out.push(ins.op);
+                    out.extend_from_slice(&((t - at as i64) as i32).to_be_bytes());
+                } else if !ins.wide {
+                    out.push(ins.op);
+                    out.extend_from_slice(&((t - at as i64) as i16).to_be_bytes());
+                } else if matches!(ins.op, OP_GOTO | OP_JSR) {
+                    out.push(if ins.op == OP_GOTO {
+                        OP_GOTO_W
+                    } else {
+                        OP_JSR_W
+                    });
+                    out.extend_from_slice(&((t - at as i64) as i32).to_be_bytes());
+                } else {
+                    // if!cond +8 (skip the goto_w); goto_w target.
+                    out.push(invert(ins.op));
+                    out.extend_from_slice(&8i16.to_be_bytes());
+                    out.push(OP_GOTO_W);
+                    out.extend_from_slice(&((t - (at as i64 + 3)) as i32).to_be_bytes());
+                }
+            }
+            Kind::Switch => {
+                out.push(ins.op);
+                for _ in 0..switch_pad(at) {
+                    out.push(0);
+                }
+                let base = ins.off + 1 + switch_pad(ins.off);
+                let tg = d
+                    .targets
+                    .get(ins.target as usize..(ins.target + ins.ntargets) as usize)
+                    .ok_or(bad.clone())?;
+                let disp = |k: usize| -> [u8; 4] {
+                    ((lay.start[tg[k] as usize] as i64 - at as i64) as i32).to_be_bytes()
+                };
+                out.extend_from_slice(&disp(0));
+                let rest = code
+                    .get(base as usize + 4..off + ins.len as usize)
+                    .ok_or(bad.clone())?;
+                if ins.op == OP_TABLESWITCH {
+                    out.extend_from_slice(rest.get(..8).ok_or(bad.clone())?); // low, high
+                    for k in 1..tg.len() {
+                        out.extend_from_slice(&disp(k));
+                    }
+                } else {
+                    out.extend_from_slice(rest.get(..4).ok_or(bad.clone())?); // npairs
+                    for k in 1..tg.len() {
+                        let m = 4 + (k - 1) * 8;
+                        out.extend_from_slice(rest.get(m..m + 4).ok_or(bad.clone())?);
+                        out.extend_from_slice(&disp(k));
+                    }
+                }
+            }
+        }
+        if ins.probe == Probe::Alloc {
+            probes::emit_site(out, true, push.ok_or(bad.clone())?, locals, refs);
+        }
+    }
+    if out.len() as u32 != lay.code_len {
+        return Err(SkipReason::MalformedCode("layout mismatch"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inverted_conditions() {
+        for (a, b) in [
+            (0x99, 0x9A),
+            (0x9B, 0x9C),
+            (0x9D, 0x9E),
+            (0x9F, 0xA0),
+            (0xA1, 0xA2),
+            (0xA3, 0xA4),
+            (0xA5, 0xA6),
+            (0xC6, 0xC7),
+        ] {
+            assert_eq!(invert(a), b);
+            assert_eq!(invert(b), a);
+        }
+    }
+
+    #[test]
+    fn switch_padding_for_every_alignment() {
+        assert_eq!([0, 1, 2, 3, 4].map(switch_pad), [3, 2, 1, 0, 3]);
+    }
+
+    #[test]
+    fn decode_rejects_without_panicking() {
+        let mut d = Decoded::default();
+        assert!(d.decode(&[]).is_err());
+        assert!(d.decode(&[0xA7, 0x00]).is_err()); // truncated goto
+        assert!(d.decode(&[0xA7, 0x00, 0x01, 0xB1]).is_err()); // into the middle
+        assert!(d
+            .decode(&[0xAA, 0, 0, 0, 0, 0, 0, 0, 0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0, 0, 0])
+            .is_err());
+        assert!(d.decode(&[0xFE]).is_err());
+        assert!(d.decode(&[0xC4, 0xB1]).is_err());
+        assert!(d.decode(&[0x00, 0xA7, 0xFF, 0xFF, 0xB1]).is_ok());
+    }
+}

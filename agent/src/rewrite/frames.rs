@@ -1,0 +1,400 @@
+//! StackMapTable: decoding every frame kind into explicit (locals, stack) lists, and re-encoding
+//! them at the new offsets with the probe locals CTX and VER appended.
+//!
+//! Every frame after the entry probe sees CTX and VER as longs (the entry probe has stored them),
+//! so each frame's locals become `own locals, Top padding up to max_locals, Long, Long` (a long is
+//! one verification-type entry covering two slots). Because the new locals sit at the end, the
+//! original chop/append relations between frames no longer hold; frames are re-encoded as
+//! `same`/`same_locals_1_stack_item` when the locals equal the previous frame's, else as
+//! `full_frame`. The implicit initial frame is unchanged (the entry probe runs in it).
+
+use std::ops::Range;
+
+use super::classfile::Reader;
+use super::code::{Decoded, Layout, OP_NEW};
+use super::pool::PoolEdit;
+use super::SkipReason;
+
+/// A verification type. `Name` is a class named by text (from a descriptor or synthesized),
+/// resolved to a constant-pool Class entry only when written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VType<'a> {
+    Top,
+    Int,
+    Float,
+    Double,
+    Long,
+    Null,
+    UninitThis,
+    Obj(u16),
+    Name(&'a [u8]),
+    /// Old offset of the `new` instruction.
+    Uninit(u32),
+    /// An array whose component is the Class entry (from `anewarray`).
+    ArrayOf(u16),
+}
+
+impl VType<'_> {
+    pub fn slots(self) -> u32 {
+        if matches!(self, VType::Long | VType::Double) {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    /// Instruction index the frame belongs to.
+    pub insn: u32,
+    pub locals: Range<u32>,
+    pub stack: Range<u32>,
+}
+
+/// Decoded frames; all type lists live in one pool to avoid per-frame allocation.
+#[derive(Default)]
+pub(crate) struct Frames<'a> {
+    pub pool: Vec<VType<'a>>,
+    /// Locals of the implicit initial frame (always at pool[0..n]).
+    pub initial: Range<u32>,
+    pub frames: Vec<Frame>,
+}
+
+fn bad(what: &'static str) -> SkipReason {
+    SkipReason::MalformedStackMap(what)
+}
+
+/// Parses one field type starting at `d[*i]`.
+pub(crate) fn parse_field_type<'a>(d: &'a [u8], i: &mut usize) -> Option<VType<'a>> {
+    let start = *i;
+    let c = *d.get(*i)?;
+    *i += 1;
+    Some(match c {
+        b'B' | b'C' | b'I' | b'S' | b'Z' => VType::Int,
+        b'F' => VType::Float,
+        b'J' => VType::Long,
+        b'D' => VType::Double,
+        b'L' => {
+            let semi = d.get(*i..)?.iter().position(|&b| b == b';')?;
+            let name = d.get(*i..*i + semi)?;
+            *i += semi + 1;
+            VType::Name(name)
+        }
+        b'[' => {
+            while d.get(*i) == Some(&b'[') {
+                *i += 1;
+            }
+            match parse_field_type(d, i)? {
+                VType::Top
+                | VType::Null
+                | VType::UninitThis
+                | VType::Uninit(_)
+                | VType::Obj(_)
+                | VType::ArrayOf(_) => return None,
+                _ => VType::Name(d.get(start..*i)?),
+            }
+        }
+        _ => return None,
+    })
+}
+
+impl<'a> Frames<'a> {
+    /// Fills `initial` from the method descriptor.
+    pub fn set_initial(
+        &mut self,
+        desc: &'a [u8],
+        is_static: bool,
+        is_init: bool,
+        this_is_object: bool,
+        this_class: u16,
+    ) -> Result<(), SkipReason> {
+        self.pool.clear();
+        self.frames.clear();
+        if !is_static {
+            self.pool.push(if is_init && !this_is_object {
+                VType::UninitThis
+            } else {
+                VType::Obj(this_class)
+            });
+        }
+        if desc.first() != Some(&b'(') {
+            return Err(SkipReason::MalformedCode("bad method descriptor"));
+        }
+        let mut i = 1;
+        while desc.get(i) != Some(&b')') {
+            let t = parse_field_type(desc, &mut i)
+                .ok_or(SkipReason::MalformedCode("bad method descriptor"))?;
+            self.pool.push(t);
+        }
+        self.initial = 0..self.pool.len() as u32;
+        Ok(())
+    }
+
+    fn read_vt(&mut self, r: &mut Reader<'_>) -> Result<VType<'a>, SkipReason> {
+        let t = r.u1().ok_or(bad("truncated"))?;
+        Ok(match t {
+            0 => VType::Top,
+            1 => VType::Int,
+            2 => VType::Float,
+            3 => VType::Double,
+            4 => VType::Long,
+            5 => VType::Null,
+            6 => VType::UninitThis,
+            7 => VType::Obj(r.u2().ok_or(bad("truncated"))?),
+            8 => VType::Uninit(r.u2().ok_or(bad("truncated"))? as u32),
+            _ => return Err(bad("bad verification type")),
+        })
+    }
+
+    fn read_vts(&mut self, r: &mut Reader<'_>, n: u32) -> Result<Range<u32>, SkipReason> {
+        let s = self.pool.len() as u32;
+        for _ in 0..n {
+            let v = self.read_vt(r)?;
+            self.pool.push(v);
+        }
+        Ok(s..self.pool.len() as u32)
+    }
+
+    fn copy(&mut self, r: Range<u32>) -> Range<u32> {
+        let s = self.pool.len() as u32;
+        self.pool
+            .extend_from_within(r.start as usize..r.end as usize);
+        s..self.pool.len() as u32
+    }
+
+    /// Decodes a StackMapTable attribute's info (call after `set_initial`; may be called for
+    /// several tables, which continue from the previous frame).
+    pub fn decode(&mut self, info: &[u8], d: &Decoded) -> Result<(), SkipReason> {
+        let mut r = Reader::new(info, 0);
+        let n = r.u2().ok_or(bad("truncated"))?;
+        let mut prev_locals = self
+            .frames
+            .last()
+            .map(|f| f.locals.clone())
+            .unwrap_or(self.initial.clone());
+        let mut prev_off: i64 = self
+            .frames
+            .last()
+            .map(|f| d.insns[f.insn as usize].off as i64)
+            .unwrap_or(-1);
+        for _ in 0..n {
+            let tag = r.u1().ok_or(bad("truncated"))?;
+            let (delta, locals, stack) = match tag {
+                0..=63 => (tag as u32, prev_locals.clone(), 0..0),
+                64..=127 => {
+                    let st = self.read_vts(&mut r, 1)?;
+                    (tag as u32 - 64, prev_locals.clone(), st)
+                }
+                128..=246 => return Err(bad("reserved frame type")),
+                247 => {
+                    let delta = r.u2().ok_or(bad("truncated"))? as u32;
+                    let st = self.read_vts(&mut r, 1)?;
+                    (delta, prev_locals.clone(), st)
+                }
+                248..=250 => {
+                    let delta = r.u2().ok_or(bad("truncated"))? as u32;
+                    let k = 251 - tag as u32;
+                    if prev_locals.end - prev_locals.start < k {
+                        return Err(bad("chop below zero locals"));
+                    }
+                    (delta, prev_locals.start..prev_locals.end - k, 0..0)
+                }
+                251 => (
+                    r.u2().ok_or(bad("truncated"))? as u32,
+                    prev_locals.clone(),
+                    0..0,
+                ),
+                252..=254 => {
+                    let delta = r.u2().ok_or(bad("truncated"))? as u32;
+                    let loc = self.copy(prev_locals.clone());
+                    let add = self.read_vts(&mut r, tag as u32 - 251)?;
+                    (delta, loc.start..add.end, 0..0)
+                }
+                255 => {
+                    let delta = r.u2().ok_or(bad("truncated"))? as u32;
+                    let nl = r.u2().ok_or(bad("truncated"))? as u32;
+                    let loc = self.read_vts(&mut r, nl)?;
+                    let ns = r.u2().ok_or(bad("truncated"))? as u32;
+                    let st = self.read_vts(&mut r, ns)?;
+                    (delta, loc, st)
+                }
+            };
+            let off = prev_off + 1 + delta as i64;
+            let insn = u32::try_from(off)
+                .ok()
+                .and_then(|o| d.index(o))
+                .ok_or(bad("frame not at an instruction"))?;
+            if insn >= d.insns.len() {
+                return Err(bad("frame past the code"));
+            }
+            self.frames.push(Frame {
+                insn: insn as u32,
+                locals: locals.clone(),
+                stack,
+            });
+            prev_locals = locals;
+            prev_off = off;
+        }
+        if r.pos != info.len() {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(())
+    }
+}
+
+fn write_vt<'a>(
+    out: &mut Vec<u8>,
+    v: VType<'a>,
+    d: &Decoded,
+    lay: &Layout,
+    code: &[u8],
+    pool: &mut PoolEdit<'a>,
+) -> Result<(), SkipReason> {
+    match v {
+        VType::Top => out.push(0),
+        VType::Int => out.push(1),
+        VType::Float => out.push(2),
+        VType::Double => out.push(3),
+        VType::Long => out.push(4),
+        VType::Null => out.push(5),
+        VType::UninitThis => out.push(6),
+        VType::Obj(i) => {
+            out.push(7);
+            out.extend_from_slice(&i.to_be_bytes());
+        }
+        VType::Name(n) => {
+            out.push(7);
+            out.extend_from_slice(&pool.class(n).to_be_bytes());
+        }
+        VType::ArrayOf(c) => {
+            out.push(7);
+            out.extend_from_slice(
+                &pool
+                    .array_class(c)
+                    .ok_or(bad("bad anewarray class"))?
+                    .to_be_bytes(),
+            );
+        }
+        VType::Uninit(off) => {
+            // Must name the moved `new` opcode itself (never its probe).
+            let i = d
+                .index(off)
+                .filter(|&i| i < d.insns.len())
+                .ok_or(bad("Uninitialized not at an instruction"))?;
+            if code.get(off as usize) != Some(&OP_NEW) {
+                return Err(bad("Uninitialized does not name a new"));
+            }
+            let at = lay.at[i];
+            out.push(8);
+            out.extend_from_slice(&(at as u16).to_be_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// Locals of a frame with the probe locals appended, into `out`.
+fn extend_locals<'a>(
+    src: &[VType<'a>],
+    max_locals: u16,
+    out: &mut Vec<VType<'a>>,
+) -> Result<(), SkipReason> {
+    out.clear();
+    let mut slots = 0u32;
+    for &v in src {
+        out.push(v);
+        slots += v.slots();
+    }
+    if slots > max_locals as u32 {
+        return Err(bad("frame locals exceed max_locals"));
+    }
+    while slots < max_locals as u32 {
+        out.push(VType::Top);
+        slots += 1;
+    }
+    out.push(VType::Long);
+    out.push(VType::Long);
+    Ok(())
+}
+
+/// Writes the StackMapTable info for the new code. `frames.frames` must be sorted by
+/// instruction, one frame per instruction.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode<'a>(
+    frames: &Frames<'a>,
+    d: &Decoded,
+    lay: &Layout,
+    code: &[u8],
+    max_locals: u16,
+    pool: &mut PoolEdit<'a>,
+    out: &mut Vec<u8>,
+) -> Result<(), SkipReason> {
+    out.clear();
+    let n = frames.frames.len();
+    if n > 0xFFFF {
+        return Err(bad("too many frames"));
+    }
+    out.extend_from_slice(&(n as u16).to_be_bytes());
+    let mut prev: Vec<VType<'a>> = Vec::new();
+    let mut cur: Vec<VType<'a>> = Vec::new();
+    let mut prev_pos: i64 = -1;
+    let mut first = true;
+    for f in &frames.frames {
+        let pos = lay.start[f.insn as usize] as i64;
+        let delta = pos - prev_pos - 1;
+        if !(0..=0xFFFF).contains(&delta) {
+            return Err(bad("frames out of order"));
+        }
+        let delta = delta as u32;
+        let locals = frames
+            .pool
+            .get(f.locals.start as usize..f.locals.end as usize)
+            .ok_or(bad("range"))?;
+        let stack = frames
+            .pool
+            .get(f.stack.start as usize..f.stack.end as usize)
+            .ok_or(bad("range"))?;
+        extend_locals(locals, max_locals, &mut cur)?;
+        // The first frame is relative to the implicit initial frame, which lacks CTX/VER.
+        let same = !first && cur == prev;
+        if same && stack.is_empty() {
+            if delta < 64 {
+                out.push(delta as u8);
+            } else {
+                out.push(251);
+                out.extend_from_slice(&(delta as u16).to_be_bytes());
+            }
+        } else if same && stack.len() == 1 {
+            if delta < 64 {
+                out.push(64 + delta as u8);
+            } else {
+                out.push(247);
+                out.extend_from_slice(&(delta as u16).to_be_bytes());
+            }
+            write_vt(out, stack[0], d, lay, code, pool)?;
+        } else {
+            out.push(255);
+            out.extend_from_slice(&(delta as u16).to_be_bytes());
+            if cur.len() > 0xFFFF || stack.len() > 0xFFFF {
+                return Err(bad("frame too large"));
+            }
+            out.extend_from_slice(&(cur.len() as u16).to_be_bytes());
+            for &v in &cur {
+                write_vt(out, v, d, lay, code, pool)?;
+            }
+            out.extend_from_slice(&(stack.len() as u16).to_be_bytes());
+            for &v in stack {
+                write_vt(out, v, d, lay, code, pool)?;
+            }
+        }
+        std::mem::swap(&mut prev, &mut cur);
+        prev_pos = pos;
+        first = false;
+    }
+    Ok(())
+}
+
+/// True when the method's StackMapTable has a frame for instruction `i`.
+pub(crate) fn has_frame(frames: &Frames<'_>, i: u32) -> bool {
+    frames.frames.binary_search_by_key(&i, |f| f.insn).is_ok()
+}

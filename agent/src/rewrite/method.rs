@@ -1,0 +1,465 @@
+//! Rewriting one method's `Code` attribute: the steps in order, each able to skip the method.
+//!
+//! 1. Parse the Code attribute, decode instructions, decode frames and tables (all checks that
+//!    do not depend on ids happen here, so a skipped method never consumes registry ids).
+//! 2. Lay the code out with worst-case (3-byte) id pushes; if even that does not fit, skip.
+//! 3. Ask the registry for the method id and site ids (bytecode order), choose the shortest
+//!    pushes, lay out again, emit.
+//!
+//! After step 3 a method can still be skipped in one narrow case: the real layout shifts a
+//! switch's padding so that a branch needs widening that the worst-case layout did not, and the
+//! frame for it cannot be inferred (or the code then exceeds 64 KiB). Its ids are then wasted
+//! (never published with a rewritten class body that uses them) — harmless for the registry.
+
+use std::ops::Range;
+
+use super::classfile::{be_u16, for_each_attr, Reader, MAX_CP_COUNT};
+use super::code::{self, Decoded, Kind, Layout, Probe, Pushes, OP_GOTO, OP_JSR};
+use super::frames::{self, Frames};
+use super::pool::PoolEdit;
+use super::probes::{self, IntPush, ProbeLocals};
+use super::typesim;
+use super::{MethodInfo, SiteInfo, SiteKind, SiteRegistry, SkipReason};
+
+/// Per-class facts every method needs.
+pub(crate) struct ClassCtx<'a, 'n> {
+    pub bytes: &'a [u8],
+    pub major: u16,
+    pub this_class: u16,
+    pub class_name: &'n str,
+    pub this_is_object: bool,
+    pub source_file: Option<&'n str>,
+}
+
+/// Buffers reused across the methods of a class.
+#[derive(Default)]
+pub(crate) struct Scratch<'a> {
+    d: Decoded,
+    lay: Layout,
+    frames: Frames<'a>,
+    code: Vec<u8>,
+    smt: Vec<u8>,
+    lines: Vec<(u16, u16)>,
+    pushes: Vec<Option<IntPush>>,
+}
+
+const ATTR_OTHER: u8 = 0;
+const ATTR_SMT: u8 = 1;
+const ATTR_LNT: u8 = 2;
+const ATTR_LVT: u8 = 3;
+const ATTR_DROP: u8 = 4;
+
+fn bad_table(what: &'static str) -> SkipReason {
+    SkipReason::MalformedTable(what)
+}
+
+/// The method's Code attribute, already located in the class bytes.
+pub(crate) struct MethodIn<'a, 'n> {
+    pub name: &'n str,
+    pub desc: &'n str,
+    pub desc_bytes: &'a [u8],
+    pub access: u16,
+    /// The whole Code attribute (name index through info).
+    pub attr: Range<usize>,
+    pub info: Range<usize>,
+}
+
+/// HotSpot's line for `bci`: the entry whose start_pc equals it (first such in table order),
+/// else the last one in table order among those with the largest start_pc below it.
+/// `sorted` is stably sorted by start_pc.
+pub(crate) fn line_for(sorted: &[(u16, u16)], has_table: bool, bci: u32) -> i32 {
+    if !has_table {
+        return -1;
+    }
+    let p = sorted.partition_point(|&(pc, _)| (pc as u32) < bci);
+    if let Some(&(pc, line)) = sorted.get(p) {
+        if pc as u32 == bci {
+            return line as i32;
+        }
+    }
+    match p.checked_sub(1).and_then(|q| sorted.get(q)) {
+        Some(&(_, line)) => line as i32,
+        None => -1,
+    }
+}
+
+/// Rewrites one method; returns the replacement for the whole Code attribute.
+pub(crate) fn rewrite_method<'a>(
+    cx: &ClassCtx<'a, '_>,
+    m: &MethodIn<'a, '_>,
+    pool: &mut PoolEdit<'a>,
+    reg: &mut dyn SiteRegistry,
+    s: &mut Scratch<'a>,
+) -> Result<Vec<u8>, SkipReason> {
+    let bytes = cx.bytes;
+    let info: &'a [u8] = bytes
+        .get(m.info.clone())
+        .ok_or(SkipReason::MalformedCode("attribute range"))?;
+    let trunc = SkipReason::MalformedCode("truncated Code attribute");
+    let mut r = Reader::new(info, 0);
+    let max_stack = r.u2().ok_or(trunc.clone())?;
+    let max_locals = r.u2().ok_or(trunc.clone())?;
+    let code_len = r.u4().ok_or(trunc.clone())? as usize;
+    if code_len == 0 || code_len > code::MAX_CODE as usize {
+        return Err(SkipReason::MalformedCode("code_length out of range"));
+    }
+    let code_start = r.pos;
+    r.skip(code_len).ok_or(trunc.clone())?;
+    let code: &'a [u8] = &info[code_start..code_start + code_len];
+    let nexc = r.u2().ok_or(trunc.clone())? as usize;
+    let exc_start = r.pos;
+    r.skip(nexc * 8).ok_or(trunc.clone())?;
+    let new_stack = max_stack
+        .checked_add(probes::EXTRA_STACK)
+        .ok_or(SkipReason::TooManyStackSlots)?;
+    let locals = ProbeLocals::after(max_locals).ok_or(SkipReason::TooManyLocals)?;
+
+    // Sub-attributes, classified by name.
+    let mut sub: Vec<(Range<usize>, Range<usize>, u8)> = Vec::new();
+    let mut smt_name = None;
+    let mut has_lnt = false;
+    for_each_attr(&mut r, |n, span| {
+        let kind = match pool.cp.utf8(n) {
+            Some(b"StackMapTable") => {
+                smt_name = Some(n);
+                ATTR_SMT
+            }
+            Some(b"LineNumberTable") => {
+                has_lnt = true;
+                ATTR_LNT
+            }
+            Some(b"LocalVariableTable") | Some(b"LocalVariableTypeTable") => ATTR_LVT,
+            // Their offsets (type paths into locals, new, casts) would need remapping; type
+            // annotations on code are not used by the JVM, so dropping them is safe.
+            Some(b"RuntimeVisibleTypeAnnotations") | Some(b"RuntimeInvisibleTypeAnnotations") => {
+                ATTR_DROP
+            }
+            _ => ATTR_OTHER,
+        };
+        sub.push((span.whole, span.info, kind));
+        Ok(())
+    })
+    .map_err(|_| trunc.clone())?;
+    if r.pos != info.len() {
+        return Err(SkipReason::MalformedCode(
+            "trailing bytes in Code attribute",
+        ));
+    }
+
+    let d = &mut s.d;
+    d.decode(code)?;
+
+    // Exception table: every offset must be an instruction boundary.
+    for k in 0..nexc {
+        let e = exc_start + k * 8;
+        let sp = be_u16(info, e).ok_or(trunc.clone())? as u32;
+        let ep = be_u16(info, e + 2).ok_or(trunc.clone())? as u32;
+        let hp = be_u16(info, e + 4).ok_or(trunc.clone())? as u32;
+        match (d.index(sp), d.index(ep), d.index(hp)) {
+            (Some(a), Some(b), Some(h)) if a < b && h < d.insns.len() => {}
+            _ => return Err(bad_table("exception range not on instruction boundaries")),
+        }
+    }
+
+    // Frames: only classes verified by type checking (version 50+) use them. Older classes may
+    // carry a stale table the JVM ignores; it is dropped rather than rewritten.
+    let needs_frames = cx.major >= 50;
+    let frames = &mut s.frames;
+    frames.set_initial(
+        m.desc_bytes,
+        m.access & 0x0008 != 0,
+        m.name == "<init>",
+        cx.this_is_object,
+        cx.this_class,
+    )?;
+    if needs_frames {
+        for (_, i, k) in &sub {
+            if *k == ATTR_SMT {
+                frames.decode(info.get(i.clone()).ok_or(trunc.clone())?, d)?;
+            }
+        }
+    }
+
+    // Lines (for SiteInfo) and validation of line/local tables.
+    s.lines.clear();
+    for (_, i, k) in &sub {
+        let t = info.get(i.clone()).ok_or(trunc.clone())?;
+        match *k {
+            ATTR_LNT => {
+                let n = be_u16(t, 0).ok_or(bad_table("LineNumberTable"))? as usize;
+                if t.len() != 2 + n * 4 {
+                    return Err(bad_table("LineNumberTable length"));
+                }
+                for e in 0..n {
+                    let pc = be_u16(t, 2 + e * 4).unwrap_or(0);
+                    if pc as usize >= code_len {
+                        return Err(bad_table("LineNumberTable start_pc past the code"));
+                    }
+                    s.lines.push((pc, be_u16(t, 4 + e * 4).unwrap_or(0)));
+                }
+            }
+            ATTR_LVT => {
+                let n = be_u16(t, 0).ok_or(bad_table("LocalVariableTable"))? as usize;
+                if t.len() != 2 + n * 10 {
+                    return Err(bad_table("LocalVariableTable length"));
+                }
+                for e in 0..n {
+                    let st = be_u16(t, 2 + e * 10).unwrap_or(0) as usize;
+                    let len = be_u16(t, 4 + e * 10).unwrap_or(0) as usize;
+                    if st + len > code_len {
+                        return Err(bad_table("LocalVariableTable range past the code"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    s.lines.sort_by_key(|&(pc, _)| pc); // stable: keeps table order among equal start_pc
+
+    // Worst-case layout before any id is handed out; skipped when even the worst case is
+    // clearly below 32 KiB (nothing can widen or overflow then).
+    let worst = IntPush::Short(0);
+    let worst_site = probes::site_len(worst, locals);
+    let mut nprobes = 0u64;
+    for ins in d.insns.iter_mut() {
+        ins.probe_len = if ins.probe == Probe::None {
+            0
+        } else {
+            worst_site
+        };
+        nprobes += (ins.probe != Probe::None) as u64;
+    }
+    let lay = &mut s.lay;
+    let worst_bound =
+        code_len as u64 + nprobes * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
+    if worst_bound > i16::MAX as u64 {
+        lay.compute(d, probes::entry_len(worst, locals))?;
+        if needs_frames && lay.any_wide {
+            add_widening_frames(frames, d, code, pool, cx.this_class)?;
+        }
+    }
+
+    // Ids, in bytecode order, then the shortest pushes.
+    let minfo = MethodInfo {
+        class: cx.class_name,
+        name: m.name,
+        descriptor: m.desc,
+        source_file: cx.source_file,
+        access_flags: m.access,
+    };
+    let method_id = reg.method(&minfo);
+    let method_push = push_for(method_id, pool);
+    s.pushes.clear();
+    s.pushes.resize(d.insns.len(), None);
+    for (i, ins) in d.insns.iter_mut().enumerate() {
+        let kind = match ins.probe {
+            Probe::None => continue,
+            Probe::Call => SiteKind::Call,
+            Probe::Alloc => SiteKind::Alloc,
+        };
+        let line = line_for(&s.lines, has_lnt, ins.off);
+        let id = reg.site(
+            method_id,
+            &SiteInfo {
+                kind,
+                bci: ins.off,
+                line,
+            },
+        );
+        let p = push_for(id, pool);
+        s.pushes[i] = Some(p);
+        ins.probe_len = probes::site_len(p, locals);
+    }
+    if pool.app.count() > MAX_CP_COUNT {
+        return Err(SkipReason::ConstantPoolFull);
+    }
+    lay.compute(d, probes::entry_len(method_push, locals))?;
+    if needs_frames && lay.any_wide {
+        add_widening_frames(frames, d, code, pool, cx.this_class)?;
+    }
+    let refs = pool.runtime_refs();
+    code::emit(
+        code,
+        d,
+        lay,
+        &Pushes {
+            method: method_push,
+            site: &s.pushes,
+        },
+        locals,
+        &refs,
+        &mut s.code,
+    )?;
+
+    // The new Code attribute.
+    let mut out = Vec::with_capacity(m.attr.len() + s.code.len() - code_len + 64);
+    out.extend_from_slice(
+        bytes
+            .get(m.attr.start..m.attr.start + 2)
+            .ok_or(trunc.clone())?,
+    );
+    out.extend_from_slice(&[0, 0, 0, 0]); // length, patched below
+    out.extend_from_slice(&new_stack.to_be_bytes());
+    out.extend_from_slice(&(max_locals + probes::EXTRA_LOCALS).to_be_bytes());
+    out.extend_from_slice(&(s.code.len() as u32).to_be_bytes());
+    out.extend_from_slice(&s.code);
+    out.extend_from_slice(&(nexc as u16).to_be_bytes());
+    for k in 0..nexc {
+        let e = exc_start + k * 8;
+        // start, end (exclusive; code_len maps to the new end), handler.
+        for j in [0, 2, 4] {
+            let pc = be_u16(info, e + j).unwrap_or(0) as u32;
+            let i = d.index(pc).ok_or(bad_table("exception"))?;
+            out.extend_from_slice(&(lay.start[i] as u16).to_be_bytes());
+        }
+        out.extend_from_slice(info.get(e + 6..e + 8).ok_or(trunc.clone())?);
+    }
+    let count_at = out.len();
+    out.extend_from_slice(&[0, 0]);
+    let mut count: u16 = 0;
+    let mut smt_written = false;
+    for (whole, i, k) in &sub {
+        let t = info.get(i.clone()).ok_or(trunc.clone())?;
+        let head = info
+            .get(whole.start..whole.start + 2)
+            .ok_or(trunc.clone())?;
+        match *k {
+            ATTR_DROP => continue,
+            ATTR_SMT => {
+                if !needs_frames || smt_written {
+                    continue;
+                }
+                frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
+                write_attr(&mut out, head, &s.smt)?;
+                smt_written = true;
+            }
+            ATTR_LNT => {
+                let start = out.len();
+                write_attr_header(&mut out, head);
+                out.extend_from_slice(t.get(0..2).ok_or(trunc.clone())?);
+                for e in 0..(t.len() - 2) / 4 {
+                    let pc = be_u16(t, 2 + e * 4).unwrap_or(0) as u32;
+                    // Offset 0 stays 0 so the entry probe belongs to the first line.
+                    let np = if pc == 0 { 0 } else { map_pc(d, lay, pc)? };
+                    out.extend_from_slice(&(np as u16).to_be_bytes());
+                    out.extend_from_slice(t.get(4 + e * 4..6 + e * 4).ok_or(trunc.clone())?);
+                }
+                patch_len(&mut out, start)?;
+            }
+            ATTR_LVT => {
+                let start = out.len();
+                write_attr_header(&mut out, head);
+                out.extend_from_slice(t.get(0..2).ok_or(trunc.clone())?);
+                for e in 0..(t.len() - 2) / 10 {
+                    let b = 2 + e * 10;
+                    let st = be_u16(t, b).unwrap_or(0) as u32;
+                    let end = st + be_u16(t, b + 2).unwrap_or(0) as u32;
+                    // Variables live from 0 (parameters) also cover the entry probe.
+                    let ns = if st == 0 { 0 } else { map_pc(d, lay, st)? };
+                    let ne = map_pc(d, lay, end)?;
+                    out.extend_from_slice(&(ns as u16).to_be_bytes());
+                    out.extend_from_slice(&(ne.saturating_sub(ns) as u16).to_be_bytes());
+                    out.extend_from_slice(t.get(b + 4..b + 10).ok_or(trunc.clone())?);
+                }
+                patch_len(&mut out, start)?;
+            }
+            _ => {
+                out.extend_from_slice(info.get(whole.clone()).ok_or(trunc.clone())?);
+            }
+        }
+        count = count.checked_add(1).ok_or(trunc.clone())?;
+    }
+    // A frame-verified method that had no table but now needs one (a widened branch created a
+    // new branch target).
+    if needs_frames && !smt_written && !frames.frames.is_empty() {
+        let name = match smt_name {
+            Some(n) => n,
+            None => pool.app.utf8(b"StackMapTable"),
+        };
+        frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
+        write_attr(&mut out, &name.to_be_bytes(), &s.smt)?;
+        count = count.checked_add(1).ok_or(trunc.clone())?;
+    }
+    out[count_at..count_at + 2].copy_from_slice(&count.to_be_bytes());
+    let body_len = u32::try_from(out.len() - 6).map_err(|_| SkipReason::CodeTooLarge)?;
+    out[2..6].copy_from_slice(&body_len.to_be_bytes());
+    if pool.app.count() > MAX_CP_COUNT {
+        return Err(SkipReason::ConstantPoolFull);
+    }
+    Ok(out)
+}
+
+/// Adds frames after conditional branches that were widened into `if!cond; goto_w` when the
+/// following instruction has none.
+fn add_widening_frames<'a>(
+    frames: &mut Frames<'a>,
+    d: &Decoded,
+    code: &'a [u8],
+    pool: &PoolEdit<'a>,
+    this_class: u16,
+) -> Result<(), SkipReason> {
+    for (i, ins) in d.insns.iter().enumerate() {
+        if ins.kind == Kind::Branch
+            && ins.wide
+            && !matches!(ins.op, OP_GOTO | OP_JSR)
+            && !frames::has_frame(frames, i as u32 + 1)
+        {
+            typesim::add_fallthrough_frame(frames, d, code, &pool.cp, this_class, i)?;
+        }
+    }
+    Ok(())
+}
+
+/// New offset for an old table offset: boundaries map to the instruction's start; an offset
+/// inside an instruction (never produced by javac, tolerated for odd tools) to the start of the
+/// instruction containing it; the code end to the new code end.
+fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
+    let i = match d.index(pc) {
+        Some(i) => i,
+        None => d.containing(pc).ok_or(bad_table("offset"))?,
+    };
+    lay.start.get(i).copied().ok_or(bad_table("offset"))
+}
+
+fn push_for(id: u32, pool: &mut PoolEdit<'_>) -> IntPush {
+    IntPush::inline(id).unwrap_or_else(|| IntPush::Ldc(pool.integer(id as i32)))
+}
+
+fn write_attr_header(out: &mut Vec<u8>, name: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(&[0, 0, 0, 0]);
+}
+
+fn patch_len(out: &mut [u8], start: usize) -> Result<(), SkipReason> {
+    let len = u32::try_from(out.len() - start - 6).map_err(|_| SkipReason::CodeTooLarge)?;
+    out[start + 2..start + 6].copy_from_slice(&len.to_be_bytes());
+    Ok(())
+}
+
+fn write_attr(out: &mut Vec<u8>, name: &[u8], body: &[u8]) -> Result<(), SkipReason> {
+    out.extend_from_slice(name);
+    let len = u32::try_from(body.len()).map_err(|_| SkipReason::CodeTooLarge)?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(body);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_for;
+
+    #[test]
+    fn line_rule_matches_hotspot() {
+        // Table order: (pc, line); sorted stably by pc as rewrite_method does.
+        let mut t = vec![(10u16, 3u16), (0, 1), (10, 4), (5, 2), (5, 9)];
+        t.sort_by_key(|e| e.0);
+        assert_eq!(line_for(&t, true, 0), 1);
+        assert_eq!(line_for(&t, true, 3), 1);
+        assert_eq!(line_for(&t, true, 5), 2); // exact: first in table order
+        assert_eq!(line_for(&t, true, 7), 9); // below: last in table order among pc 5
+        assert_eq!(line_for(&t, true, 10), 3);
+        assert_eq!(line_for(&t, true, 99), 4);
+        assert_eq!(line_for(&t[2..], true, 1), -1);
+        assert_eq!(line_for(&t, false, 5), -1);
+    }
+}

@@ -1,0 +1,103 @@
+//! The constant pool being extended: the original (read-only index) plus appended entries, with
+//! reuse of what was already appended (runtime Methodrefs, Class entries).
+
+use rustc_hash::FxHashMap;
+
+use super::classfile::{ConstPool, CpAppender};
+use super::probes::{RuntimeMethod, RuntimeRefs, RUNTIME_CLASS};
+
+pub(crate) struct PoolEdit<'a> {
+    pub cp: ConstPool<'a>,
+    pub app: CpAppender,
+    /// Class entries by name, built on first need (most classes never need it).
+    classes: Option<FxHashMap<&'a [u8], u16>>,
+    /// Class entries appended for names that are not in the class bytes (array types).
+    synthesized: FxHashMap<Vec<u8>, u16>,
+    runtime: Option<RuntimeRefs>,
+}
+
+impl<'a> PoolEdit<'a> {
+    pub fn new(cp: ConstPool<'a>) -> Self {
+        let app = CpAppender::new(cp.count());
+        PoolEdit {
+            cp,
+            app,
+            classes: None,
+            synthesized: FxHashMap::default(),
+            runtime: None,
+        }
+    }
+
+    /// A Class entry for `name` (an internal name or array descriptor), appended if missing.
+    pub fn class(&mut self, name: &'a [u8]) -> u16 {
+        let cp = &self.cp;
+        let map = self.classes.get_or_insert_with(|| cp.class_index());
+        if let Some(&i) = map.get(name) {
+            return i;
+        }
+        let u = self.app.utf8(name);
+        let c = self.app.class(u);
+        map.insert(name, c);
+        c
+    }
+
+    /// A Class entry for the array type whose component is Class entry `component`.
+    pub fn array_class(&mut self, component: u16) -> Option<u16> {
+        let c = self.cp.class_name(component)?;
+        let mut name = Vec::with_capacity(c.len() + 3);
+        name.push(b'[');
+        if c.first() == Some(&b'[') {
+            name.extend_from_slice(c);
+        } else {
+            name.push(b'L');
+            name.extend_from_slice(c);
+            name.push(b';');
+        }
+        let cp = &self.cp;
+        if let Some(&i) = self
+            .classes
+            .get_or_insert_with(|| cp.class_index())
+            .get(name.as_slice())
+        {
+            return Some(i);
+        }
+        if let Some(&i) = self.synthesized.get(&name) {
+            return Some(i);
+        }
+        let u = self.app.utf8(&name);
+        let i = self.app.class(u);
+        self.synthesized.insert(name, i);
+        Some(i)
+    }
+
+    /// Methodrefs of the runtime methods, appended on first use.
+    pub fn runtime_refs(&mut self) -> RuntimeRefs {
+        if let Some(r) = self.runtime {
+            return r;
+        }
+        let class = self.class(RUNTIME_CLASS.as_bytes());
+        let mut refs = RuntimeRefs::default();
+        let mut desc_iijv = None;
+        for m in [
+            RuntimeMethod::Enter,
+            RuntimeMethod::Version,
+            RuntimeMethod::Call,
+            RuntimeMethod::Alloc,
+        ] {
+            let name = self.app.utf8(m.name().as_bytes());
+            let desc = if m.descriptor() == "(IJJ)V" {
+                *desc_iijv.get_or_insert_with(|| self.app.utf8(m.descriptor().as_bytes()))
+            } else {
+                self.app.utf8(m.descriptor().as_bytes())
+            };
+            let nat = self.app.name_and_type(name, desc);
+            refs.0[m as usize] = self.app.methodref(class, nat);
+        }
+        self.runtime = Some(refs);
+        refs
+    }
+
+    pub fn integer(&mut self, v: i32) -> u16 {
+        self.app.integer(v)
+    }
+}

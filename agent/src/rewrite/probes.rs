@@ -1,0 +1,237 @@
+//! The probe templates: the ONLY place that knows what inserted bytecode looks like.
+//!
+//! Every probe is straight-line code (pushes, one `invokestatic` into [`RUNTIME_CLASS`], stores
+//! into the two new long locals), so the rewriter never has to invent branch targets or
+//! StackMapTable frames for them. To change a probe's shape, change the `*_len` and `emit_*`
+//! pairs here together (lengths must match the emitted bytes exactly; a debug assertion in
+//! `code.rs` checks it) and keep [`EXTRA_STACK`]/[`EXTRA_LOCALS`] in step.
+//!
+//! - entry: `push methodId; invokestatic enter(I)J; lstore CTX; invokestatic version()J; lstore VER`
+//! - site (call before an invoke, alloc after an allocation):
+//!   `push siteId; lload CTX; lload VER; invokestatic call|alloc(IJJ)V`
+
+/// Internal name of the runtime class every probe calls.
+pub const RUNTIME_CLASS: &str = "lucce/Runtime";
+
+/// Classes under this prefix are the runtime itself and are never instrumented.
+pub const EXCLUDED_PREFIX: &str = "lucce/";
+
+/// Operand-stack slots a probe needs on top of whatever the method has on its stack there:
+/// int id + two longs.
+pub const EXTRA_STACK: u16 = 5;
+
+/// Local slots appended after the method's own: CTX (long) and VER (long).
+pub const EXTRA_LOCALS: u16 = 4;
+
+/// Static methods of the runtime class the probes call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeMethod {
+    Enter = 0,
+    Version = 1,
+    Call = 2,
+    Alloc = 3,
+}
+
+impl RuntimeMethod {
+    pub const COUNT: usize = 4;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeMethod::Enter => "enter",
+            RuntimeMethod::Version => "version",
+            RuntimeMethod::Call => "call",
+            RuntimeMethod::Alloc => "alloc",
+        }
+    }
+
+    pub fn descriptor(self) -> &'static str {
+        match self {
+            RuntimeMethod::Enter => "(I)J",
+            RuntimeMethod::Version => "()J",
+            RuntimeMethod::Call | RuntimeMethod::Alloc => "(IJJ)V",
+        }
+    }
+}
+
+/// Constant-pool Methodref indices of the runtime methods, by `RuntimeMethod as usize`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RuntimeRefs(pub [u16; RuntimeMethod::COUNT]);
+
+/// How an id is pushed: the shortest form that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntPush {
+    /// iconst_0..iconst_5 (the opcode).
+    Const(u8),
+    Byte(i8),
+    Short(i16),
+    /// ldc / ldc_w of an Integer constant (the pool index).
+    Ldc(u16),
+}
+
+const ICONST_0: u8 = 0x03;
+const BIPUSH: u8 = 0x10;
+const SIPUSH: u8 = 0x11;
+const LDC: u8 = 0x12;
+const LDC_W: u8 = 0x13;
+const INVOKESTATIC: u8 = 0xB8;
+const LLOAD: u8 = 0x16;
+const LLOAD_0: u8 = 0x1E;
+const LSTORE: u8 = 0x37;
+const LSTORE_0: u8 = 0x3F;
+const WIDE: u8 = 0xC4;
+
+impl IntPush {
+    /// The longest push; used to size methods before ids are known.
+    pub const MAX_LEN: u32 = 3;
+
+    /// Pushes that need no constant-pool entry, or None when `id` needs an Integer constant.
+    pub fn inline(id: u32) -> Option<IntPush> {
+        let v = id as i32;
+        match v {
+            0..=5 => Some(IntPush::Const(ICONST_0 + v as u8)),
+            6..=127 => Some(IntPush::Byte(v as i8)),
+            128..=32767 => Some(IntPush::Short(v as i16)),
+            _ => None,
+        }
+    }
+
+    pub fn byte_len(self) -> u32 {
+        match self {
+            IntPush::Const(_) => 1,
+            IntPush::Byte(_) => 2,
+            IntPush::Short(_) => 3,
+            IntPush::Ldc(i) if i <= 0xFF => 2,
+            IntPush::Ldc(_) => 3,
+        }
+    }
+
+    fn emit(self, out: &mut Vec<u8>) {
+        match self {
+            IntPush::Const(op) => out.push(op),
+            IntPush::Byte(v) => out.extend_from_slice(&[BIPUSH, v as u8]),
+            IntPush::Short(v) => {
+                out.push(SIPUSH);
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            IntPush::Ldc(i) if i <= 0xFF => out.extend_from_slice(&[LDC, i as u8]),
+            IntPush::Ldc(i) => {
+                out.push(LDC_W);
+                out.extend_from_slice(&i.to_be_bytes());
+            }
+        }
+    }
+}
+
+/// Slots of the two appended long locals.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeLocals {
+    pub ctx: u16,
+    pub ver: u16,
+}
+
+impl ProbeLocals {
+    /// The probe locals of a method whose own locals end at `max_locals`; None when they would
+    /// not fit into the u2 `max_locals`.
+    pub fn after(max_locals: u16) -> Option<ProbeLocals> {
+        max_locals.checked_add(EXTRA_LOCALS)?;
+        Some(ProbeLocals {
+            ctx: max_locals,
+            ver: max_locals + 2,
+        })
+    }
+}
+
+fn local_insn_len(slot: u16) -> u32 {
+    match slot {
+        0..=3 => 1,
+        4..=255 => 2,
+        _ => 4,
+    }
+}
+
+fn emit_local(out: &mut Vec<u8>, short0: u8, long_op: u8, slot: u16) {
+    match slot {
+        0..=3 => out.push(short0 + slot as u8),
+        4..=255 => out.extend_from_slice(&[long_op, slot as u8]),
+        _ => {
+            out.extend_from_slice(&[WIDE, long_op]);
+            out.extend_from_slice(&slot.to_be_bytes());
+        }
+    }
+}
+
+fn emit_invokestatic(out: &mut Vec<u8>, refs: &RuntimeRefs, m: RuntimeMethod) {
+    out.push(INVOKESTATIC);
+    out.extend_from_slice(&refs.0[m as usize].to_be_bytes());
+}
+
+/// Byte length of the entry probe.
+pub fn entry_len(push: IntPush, l: ProbeLocals) -> u32 {
+    push.byte_len() + 3 + local_insn_len(l.ctx) + 3 + local_insn_len(l.ver)
+}
+
+pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
+    push.emit(out);
+    emit_invokestatic(out, refs, RuntimeMethod::Enter);
+    emit_local(out, LSTORE_0, LSTORE, l.ctx);
+    emit_invokestatic(out, refs, RuntimeMethod::Version);
+    emit_local(out, LSTORE_0, LSTORE, l.ver);
+}
+
+/// Byte length of a call or allocation probe.
+pub fn site_len(push: IntPush, l: ProbeLocals) -> u32 {
+    push.byte_len() + local_insn_len(l.ctx) + local_insn_len(l.ver) + 3
+}
+
+/// A call probe (`alloc == false`, before an invoke) or an allocation probe (after `new` etc.).
+pub fn emit_site(
+    out: &mut Vec<u8>,
+    alloc: bool,
+    push: IntPush,
+    l: ProbeLocals,
+    refs: &RuntimeRefs,
+) {
+    push.emit(out);
+    emit_local(out, LLOAD_0, LLOAD, l.ctx);
+    emit_local(out, LLOAD_0, LLOAD, l.ver);
+    emit_invokestatic(
+        out,
+        refs,
+        if alloc {
+            RuntimeMethod::Alloc
+        } else {
+            RuntimeMethod::Call
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lengths_match_emitted_bytes() {
+        let refs = RuntimeRefs([300, 301, 302, 303]);
+        for id in [0u32, 5, 6, 127, 128, 32767] {
+            let p = IntPush::inline(id).unwrap();
+            for ml in [0u16, 2, 3, 4, 200, 254, 255, 256, 1000] {
+                let l = ProbeLocals::after(ml).unwrap();
+                let mut v = Vec::new();
+                emit_entry(&mut v, p, l, &refs);
+                assert_eq!(v.len() as u32, entry_len(p, l));
+                for alloc in [false, true] {
+                    let mut v = Vec::new();
+                    emit_site(&mut v, alloc, p, l, &refs);
+                    assert_eq!(v.len() as u32, site_len(p, l));
+                }
+            }
+        }
+        for i in [7u16, 255, 256, 40000] {
+            let mut v = Vec::new();
+            IntPush::Ldc(i).emit(&mut v);
+            assert_eq!(v.len() as u32, IntPush::Ldc(i).byte_len());
+        }
+        assert!(IntPush::inline(32768).is_none());
+        assert!(ProbeLocals::after(65532).is_none());
+    }
+}

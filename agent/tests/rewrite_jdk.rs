@@ -1,0 +1,177 @@
+//! Smoke test: rewrite every class of the running JDK's modules (extracted with `jimage`) and
+//! check each output structurally. The always-on variant takes a deterministic sample; the full
+//! run is `#[ignore]`d (run it with `--ignored`, in release mode for the throughput number).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lucce_agent::rewrite::check::check_class;
+use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
+
+#[derive(Default)]
+struct Counter {
+    methods: u32,
+    sites: u32,
+}
+
+impl SiteRegistry for Counter {
+    fn method(&mut self, _m: &MethodInfo<'_>) -> u32 {
+        self.methods += 1;
+        self.methods - 1
+    }
+    fn site(&mut self, _method_id: u32, _site: &SiteInfo) -> u32 {
+        self.sites += 1;
+        self.sites - 1
+    }
+}
+
+fn java_home() -> Option<PathBuf> {
+    if let Ok(h) = std::env::var("JAVA_HOME") {
+        return Some(PathBuf::from(h));
+    }
+    let javac = which("javac")?;
+    let real = std::fs::canonicalize(javac).ok()?;
+    Some(real.parent()?.parent()?.to_path_buf())
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(cmd))
+        .find(|p| p.is_file())
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect(&p, out);
+        } else if p.extension().is_some_and(|x| x == "class") {
+            out.push(p);
+        }
+    }
+}
+
+fn run(every: usize) {
+    let Some(home) = java_home() else {
+        eprintln!("no JDK found; skipping");
+        return;
+    };
+    let jimage = home.join("bin/jimage");
+    let modules = home.join("lib/modules");
+    assert!(
+        jimage.is_file() && modules.is_file(),
+        "jimage or lib/modules missing under {}",
+        home.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new(&jimage)
+        .arg("extract")
+        .arg("--dir")
+        .arg(dir.path())
+        .arg(&modules)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut files = Vec::new();
+    collect(dir.path(), &mut files);
+    files.sort();
+    let files: Vec<_> = files.into_iter().step_by(every).collect();
+    let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    assert!(classes.len() > 100);
+
+    let mut reg = Counter::default();
+    let mut parse_errors = Vec::new();
+    let mut methods = 0u64;
+    let mut rewritten = 0u64;
+    let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
+    let mut skipped_examples = Vec::new();
+    let mut outputs = Vec::with_capacity(classes.len());
+    let mut rewrite_time = Duration::ZERO;
+    for (i, c) in classes.iter().enumerate() {
+        let t = Instant::now();
+        let r = rewrite_class(c, &mut reg);
+        rewrite_time += t.elapsed();
+        match r {
+            Err(e) => parse_errors.push(format!("{}: {e}", files[i].display())),
+            Ok(o) => {
+                methods += o.stats.methods_with_code as u64;
+                rewritten += o.stats.methods_rewritten as u64;
+                for (m, why) in &o.stats.skipped {
+                    let key = format!("{why:?}");
+                    *skipped.entry(key.clone()).or_default() += 1;
+                    if skipped_examples.len() < 20 {
+                        skipped_examples.push(format!("{}.{m}: {key}", o.stats.class_name));
+                    }
+                }
+                outputs.push((i, o.bytes));
+            }
+        }
+    }
+    // Timed again without the allocations of the first pass' bookkeeping: pure rewrite time.
+    let t = Instant::now();
+    for c in &classes {
+        let _ = rewrite_class(c, &mut reg);
+    }
+    let second = t.elapsed();
+
+    let mut check_errors = Vec::new();
+    for (i, out) in &outputs {
+        if let Some(b) = out {
+            if let Err(e) = check_class(b) {
+                check_errors.push(format!("{}: {e}", files[*i].display()));
+            }
+        }
+    }
+    let pct = if methods == 0 {
+        100.0
+    } else {
+        rewritten as f64 * 100.0 / methods as f64
+    };
+    let secs = second.as_secs_f64().max(1e-9);
+    eprintln!(
+        "JDK smoke: {} classes, {methods} methods with code, {rewritten} rewritten ({pct:.4}%), skipped {skipped:?}",
+        classes.len()
+    );
+    eprintln!(
+        "rewrite throughput: {:.0} classes/s ({:.1} us/class; first pass {:.1} us/class) [{} build]",
+        classes.len() as f64 / secs,
+        secs * 1e6 / classes.len() as f64,
+        rewrite_time.as_secs_f64() * 1e6 / classes.len() as f64,
+        if cfg!(debug_assertions) { "debug" } else { "release" }
+    );
+    for e in &skipped_examples {
+        eprintln!("  skipped: {e}");
+    }
+    for e in check_errors.iter().take(20) {
+        eprintln!("  check error: {e}");
+    }
+    assert!(
+        parse_errors.is_empty(),
+        "parse errors: {:?}",
+        &parse_errors[..parse_errors.len().min(20)]
+    );
+    assert!(
+        check_errors.is_empty(),
+        "{} classes fail the structural check",
+        check_errors.len()
+    );
+    assert!(pct >= 99.9, "only {pct}% of methods rewritten");
+}
+
+#[test]
+fn jdk_sample_rewrites_and_checks() {
+    run(7);
+}
+
+#[test]
+#[ignore = "full JDK: run with --ignored (use --release for the throughput figure)"]
+fn jdk_all_rewrites_and_checks() {
+    run(1);
+}

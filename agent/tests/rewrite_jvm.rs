@@ -1,0 +1,192 @@
+//! End to end: compile the Java fixture (agent/tests/rewrite_java/features plus a generated class
+//! with switches at every alignment, jumps that grow past 32 KiB and a method near 64 KiB),
+//! rewrite every class, and run original and rewritten code under `java -Xverify:all` with a stub
+//! runtime class. Outputs must be identical.
+
+mod rewrite_common;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lucce_agent::rewrite::check::{check_class, method_code_attributes};
+use lucce_agent::rewrite::SkipReason;
+use rewrite_common::*;
+
+/// A statement of 8 bytes of bytecode (iload, bipush, imul, bipush, iadd, istore).
+const ARITH: &str = "x = x * 31 + 7;";
+
+fn gen_source() -> String {
+    let mut s = String::from(
+        "public class Gen {\n  static int sink;\n  static void f(int v) { sink += v; }\n",
+    );
+    // Switches at all four alignments, with and without a probe (an invoke) before them.
+    for k in 0..4 {
+        for (tag, pre) in [("", ""), ("c", "f(a);")] {
+            let incs = "a++;".repeat(k);
+            writeln!(
+                s,
+                "  static int sw{tag}{k}(int v) {{ int a = v; {pre}{incs} int r;\n\
+                 switch (a) {{ case 1: r = 11; break; case 2: r = 12; break; case 3: f(a); r = 13; break; case 4: r = 14; break; default: r = -1; }}\n\
+                 switch (a) {{ case -5: return r + 100; case 3: return r + 300; case 999: return r + 999; default: return r; }} }}"
+            )
+            .unwrap();
+        }
+    }
+    // Forward conditionals over a body that crosses 32 KiB only after probes are inserted; locals
+    // of many types (including a String built with new/<init>) must be in the inferred frames.
+    let body = |n_arith: usize, n_calls: usize| {
+        let mut b = String::new();
+        let every = n_arith / n_calls.max(1);
+        for i in 0..n_arith {
+            b.push_str(ARITH);
+            if i % every == 0 {
+                b.push_str("f(x);");
+            }
+            if i % 8 == 7 {
+                b.push('\n');
+            }
+        }
+        b
+    };
+    writeln!(
+        s,
+        "  static String bigIf(int a, String str, long l, double d, int[] arr) {{\n\
+         int x = a; long acc = l; String t = new StringBuilder(str).append('!').toString(); double dd = d; Object o = arr; int[] w = new int[2];\n\
+         if (a > 0 && x != 5) {{\n{}\n acc += x; }}\n\
+         return t + x + acc + dd + (o == null) + w.length; }}",
+        // x is local 6 here: 10 bytes per statement.
+        body(2800, 700)
+    )
+    .unwrap();
+    writeln!(
+        s,
+        "  static long bigWhile(int n) {{ int i = 0; int x = 1; long acc = 0;\n\
+         while (i < n) {{\n{}\n acc += x; i++; }}\n return acc; }}",
+        body(3300, 700)
+    )
+    .unwrap();
+    // Already past 32 KiB in javac's output (javac emits goto_w itself).
+    writeln!(
+        s,
+        "  static int fat(int a) {{ int x = a; if (a > 3) {{\n{}\n }} else {{ x = -x; }} return x; }}",
+        body(4300, 50)
+    )
+    .unwrap();
+    // Near the 64 KiB limit: fits as compiled, not with probes; must stay byte-identical.
+    writeln!(
+        s,
+        "  static int near64k(int a) {{ int x = a;\n{}\n return x; }}",
+        body(7990, 150)
+    )
+    .unwrap();
+    s.push_str("  static String run() {\n    StringBuilder b = new StringBuilder();\n");
+    s.push_str("    for (int v = -6; v < 8; v++) b.append(sw0(v)).append(sw1(v)).append(sw2(v)).append(sw3(v)).append(swc0(v)).append(swc1(v)).append(swc2(v)).append(swc3(v)).append(' ');\n");
+    s.push_str("    b.append(sw3(999)).append(' ').append(bigIf(3, \"s\", 5L, 2.5, null)).append(' ').append(bigIf(-1, \"q\", 1L, 0.5, new int[1])).append(' ').append(bigIf(5, \"f\", 0L, 0.0, null));\n");
+    s.push_str("    b.append(' ').append(bigWhile(3)).append(' ').append(bigWhile(0)).append(' ').append(fat(5)).append(' ').append(fat(1)).append(' ').append(near64k(2)).append(' ').append(sink);\n");
+    s.push_str("    return b.toString();\n  }\n}\n");
+    s
+}
+
+fn fixture_sources(dir: &Path) -> Vec<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/rewrite_java/features");
+    let gen_dir = dir.join("gensrc");
+    std::fs::create_dir_all(&gen_dir).unwrap();
+    let main = gen_dir.join("Main.java");
+    std::fs::copy(src.join("Main.java"), &main).unwrap();
+    let gen = gen_dir.join("Gen.java");
+    std::fs::write(&gen, gen_source()).unwrap();
+    vec![main, gen]
+}
+
+fn count_in_javap(dir: &Path, class: &str, needle: &str) -> usize {
+    let out = run_ok(
+        Command::new(tool("javap").expect("javap"))
+            .arg("-c")
+            .arg("-p")
+            .arg("-cp")
+            .arg(dir)
+            .arg(class),
+    );
+    String::from_utf8_lossy(&out.stdout).matches(needle).count()
+}
+
+fn end_to_end(release: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let stub = stub_runtime(tmp.path());
+    let mut sources = fixture_sources(tmp.path());
+    if release == "7" {
+        // No lambdas before 8: only the generated class, with a plain driver.
+        let m = tmp.path().join("gensrc/Main.java");
+        std::fs::write(&m, "public class Main { public static void main(String[] a) { System.out.println(Gen.run()); } }").unwrap();
+        sources = vec![m, tmp.path().join("gensrc/Gen.java")];
+    }
+    let orig = tmp.path().join("orig");
+    compile(&sources, &orig, &["--release", release]);
+    let new = tmp.path().join("new");
+    let mut reg = Recorder::default();
+    let stats = rewrite_tree(&orig, &new, &mut reg);
+
+    // Every method rewritten except near64k, which is skipped and left byte-identical.
+    let mut skipped = Vec::new();
+    for s in &stats {
+        assert!(s.unchanged_reason.is_none());
+        for (m, why) in &s.skipped {
+            skipped.push((s.class_name.clone(), m.clone(), why.clone()));
+        }
+    }
+    assert_eq!(
+        skipped,
+        vec![(
+            "Gen".to_string(),
+            "near64k(I)I".to_string(),
+            SkipReason::CodeTooLarge
+        )]
+    );
+    let og = std::fs::read(orig.join("Gen.class")).unwrap();
+    let ng = std::fs::read(new.join("Gen.class")).unwrap();
+    let find = |b: &[u8]| {
+        method_code_attributes(b)
+            .unwrap()
+            .into_iter()
+            .find(|(n, _)| n == "near64k(I)I")
+            .unwrap()
+            .1
+    };
+    assert_eq!(
+        find(&og),
+        find(&ng),
+        "skipped method must be byte-identical"
+    );
+    let sum = check_class(&ng).unwrap();
+    assert!(sum.runtime_calls > 0);
+    // Branches widened by the rewriter (javac's own goto_w in fat() counts in both).
+    assert!(
+        count_in_javap(&new, "Gen", "goto_w") > count_in_javap(&orig, "Gen", "goto_w") + 2,
+        "expected widened branches"
+    );
+    // Each method got an entry probe; each invoke a call probe.
+    let total_methods: u32 = stats.iter().map(|s| s.methods_rewritten).sum();
+    assert_eq!(reg.methods.len() as u32, total_methods);
+
+    let (o_out, o_err) = run_java(&[&orig, &stub], "Main");
+    let (n_out, n_err) = run_java(&[&new, &stub], "Main");
+    assert!(!n_err.contains("VerifyError"), "{n_err}");
+    assert_eq!(o_out, n_out, "stderr:\n{o_err}\n---\n{n_err}");
+    assert!(n_out.lines().count() > if release == "7" { 0 } else { 10 });
+}
+
+#[test]
+fn java17_end_to_end() {
+    end_to_end("17");
+}
+
+#[test]
+fn java8_end_to_end() {
+    end_to_end("8");
+}
+
+#[test]
+fn java7_end_to_end() {
+    end_to_end("7");
+}
