@@ -1,4 +1,4 @@
-//! Compiles the runtime class (agent/java/lucce/Runtime.java) with javac into OUT_DIR; the library
+//! Compiles the runtime class and the API class (agent/java/lucce/{Runtime,Lucce}.java) with javac into OUT_DIR; the library
 //! embeds the class file with `include_bytes!`.
 //!
 //! `--release 11`: the oldest release whose API snapshot still has `sun.misc.Unsafe`
@@ -22,8 +22,10 @@ fn javac() -> PathBuf {
 }
 
 fn main() {
-    let src = Path::new("java/lucce/Runtime.java");
-    println!("cargo:rerun-if-changed={}", src.display());
+    let sources = [Path::new("java/lucce/Runtime.java"), Path::new("java/lucce/Lucce.java")];
+    for src in sources {
+        println!("cargo:rerun-if-changed={}", src.display());
+    }
     println!("cargo:rerun-if-env-changed=JAVA_HOME");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let classes = out.join("java-classes");
@@ -33,19 +35,21 @@ fn main() {
     let result = Command::new(&javac)
         .args(["--release", "11", "-nowarn", "-XDsuppressNotes", "-g:none", "-d"])
         .arg(&classes)
-        .arg(src)
+        .args(sources)
         .output();
     match result {
         Ok(o) if o.status.success() => {}
         Ok(o) => panic!(
-            "{} failed on {}:\n{}{}",
+            "{} failed on {:?}:\n{}{}",
             javac.display(),
-            src.display(),
+            sources,
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         ),
         Err(e) => panic!("cannot run {} (set JAVA_HOME to a JDK >= 11): {e}", javac.display()),
     }
-    let class = classes.join("lucce/Runtime.class");
-    assert!(class.exists(), "javac produced no {}", class.display());
+    for name in ["Runtime", "Lucce"] {
+        let class = classes.join(format!("lucce/{name}.class"));
+        assert!(class.exists(), "javac produced no {}", class.display());
+    }
 }

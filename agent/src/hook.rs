@@ -25,6 +25,7 @@ use crate::count_check::CountCheck;
 use crate::diag;
 use crate::jvmti::{self, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
 use crate::options::Options;
+use crate::recorder::Recorder;
 use crate::registry::Registry;
 // The rewriter's entry point. Switch to `crate::rewrite::{...}` once agent/src/rewrite/ provides
 // `rewrite_class` (the contract in rewrite/mod.rs).
@@ -44,6 +45,8 @@ pub enum SetupError {
     Runtime(#[from] runtime::RuntimeError),
     #[error("the agent was loaded twice")]
     AlreadyLoaded,
+    #[error("{0}")]
+    Store(String),
 }
 
 pub struct Agent {
@@ -54,6 +57,8 @@ pub struct Agent {
     stats: Mutex<Stats>,
     counters: &'static Counters,
     count_check: Option<CountCheck>,
+    /// Record mode (`out=`): the encoder and the store.
+    recorder: Option<&'static Recorder>,
     /// The hook rewrites only once the runtime class exists (set at VMInit).
     live: AtomicBool,
     /// Until the VMInit batch has been assembled: names of classes the hook rewrote at first load,
@@ -63,6 +68,23 @@ pub struct Agent {
 }
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
+static RECORDER: OnceLock<Recorder> = OnceLock::new();
+
+/// The recorder, in record mode.
+pub fn recorder() -> Option<&'static Recorder> {
+    RECORDER.get()
+}
+
+/// The method of a site the rewriter registered.
+pub fn site_method(site: u32) -> Option<u32> {
+    let t = agent()?.registry.tables();
+    t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| s.method)
+}
+
+/// A fresh site id from the same sequence as the rewriter's.
+pub fn reserve_site() -> Option<u32> {
+    Some(agent()?.registry.reserve_site())
+}
 
 /// Everything `Agent_OnLoad` does after parsing the options.
 ///
@@ -84,6 +106,11 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     if !options.count_check.is_empty() {
         want.push((Capabilities::GENERATE_METHOD_ENTRY_EVENTS, "generate method entry events"));
     }
+    if options.out.is_some() {
+        want.push((Capabilities::ACCESS_LOCAL_VARIABLES, "access local variables"));
+        want.push((Capabilities::GET_LINE_NUMBERS, "get line numbers"));
+        want.push((Capabilities::GET_BYTECODES, "get bytecodes"));
+    }
     for (bit, what) in want {
         if !potential.has(bit) {
             return Err(SetupError::MissingCapability(what));
@@ -91,16 +118,27 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         caps.set(bit);
     }
     jvmti.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
-    let counters = runtime::install_counters(options.counters)?;
+    let counters = runtime::install_counters(options.counters, options.out.is_some())?;
     let count_check = (!options.count_check.is_empty()).then(CountCheck::default);
+    let (recorder, registry) = match &options.out {
+        Some(out) => {
+            let r = Recorder::create(jvmti, out.clone(), options.sample, options.verify).map_err(SetupError::Store)?;
+            let r: &'static Recorder = RECORDER.get_or_init(|| r);
+            let registry = r.registry();
+            registry.set_sink(Box::new(move |m, s| r.define(m, s)));
+            (Some(r), registry)
+        }
+        None => (None, Registry::new()),
+    };
     let agent = Agent {
         jvmti,
         options,
         options_text,
-        registry: Registry::new(),
+        registry,
         stats: Mutex::new(Stats::default()),
         counters,
         count_check,
+        recorder,
         live: AtomicBool::new(false),
         hooked_early: Mutex::new(Some(HashSet::new())),
         dead: AtomicBool::new(false),
@@ -113,8 +151,13 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     cb.vm_death(vm_death);
     cb.class_file_load_hook(class_file_load_hook);
     cb.method_entry(method_entry);
+    cb.thread_end(thread_end);
     jvmti.set_event_callbacks(&cb).map_err(|e| SetupError::Jvmti("SetEventCallbacks", e))?;
-    for ev in [jvmti::JVMTI_EVENT_VM_INIT, jvmti::JVMTI_EVENT_VM_DEATH, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK] {
+    let mut events = vec![jvmti::JVMTI_EVENT_VM_INIT, jvmti::JVMTI_EVENT_VM_DEATH, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK];
+    if recorder.is_some() {
+        events.push(jvmti::JVMTI_EVENT_THREAD_END);
+    }
+    for ev in events {
         jvmti
             .set_event_notification_mode(true, ev, std::ptr::null_mut())
             .map_err(|e| SetupError::Jvmti("SetEventNotificationMode", e))?;
@@ -260,10 +303,25 @@ impl Agent {
 
     /// VMInit: runtime class, hook on, one batch retransformation of what was loaded before.
     fn on_vm_init(&self, jni: Jni) {
-        if let Err(e) = runtime::define_runtime_class(jni) {
-            eprintln!("lucce-agent: {e}; classes will not be instrumented");
-            return;
+        let runtime_class = match runtime::define_runtime_class(jni) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("lucce-agent: {e}; classes will not be instrumented");
+                return;
+            }
+        };
+        if let Some(r) = self.recorder {
+            let ready = runtime::define_api_class(jni).map_err(|e| e.to_string()).and_then(|api| {
+                let done = r.on_vm_init(jni, runtime_class, api).map_err(|c| runtime::RuntimeError::Natives(c).to_string());
+                jni.delete_local_ref(api);
+                done
+            });
+            if let Err(e) = ready {
+                eprintln!("lucce-agent: {e}; classes will not be instrumented");
+                return;
+            }
         }
+        jni.delete_local_ref(runtime_class);
         if let Some(_cc) = &self.count_check {
             if let Err(e) = self.jvmti.set_event_notification_mode(true, jvmti::JVMTI_EVENT_METHOD_ENTRY, std::ptr::null_mut()) {
                 diag!(Error, "cannot enable MethodEntry events for count_check: {e}");
@@ -339,6 +397,26 @@ impl Agent {
             let _ = self.jvmti.set_event_notification_mode(false, jvmti::JVMTI_EVENT_METHOD_ENTRY, std::ptr::null_mut());
             cc.report(self.jvmti, jni, &self.options, &self.registry, Some(self.counters))
         });
+        if let Some(r) = self.recorder {
+            let report = r.close();
+            let e = r.encoder_stats();
+            let s = &r.stats;
+            diag!(
+                Info,
+                "recorded {} events into {}: {} methods, {} edges, {} graph versions ({} anchors), {} walks, {} location sites, {} truncated, {} errors; {:?}",
+                s.events.load(Ordering::Relaxed),
+                r.out.display(),
+                e.methods,
+                e.edges,
+                e.version,
+                e.anchors,
+                s.walks.load(Ordering::Relaxed),
+                s.location_sites.load(Ordering::Relaxed),
+                s.truncated.load(Ordering::Relaxed),
+                s.errors.load(Ordering::Relaxed),
+                report
+            );
+        }
         let stats = self.stats().clone();
         let summary = Summary::build(&self.options_text, stats, &self.registry, Some(self.counters), check);
         summary.emit(&self.options.summary, self.options.json.as_deref());
@@ -365,6 +443,14 @@ unsafe extern "C" fn vm_death(_jvmti: *mut JvmtiEnv, jni: *mut JniEnv) {
     if let Err(p) = r {
         diag!(Error, "panic in VMDeath: {}", panic_text(&*p));
     }
+}
+
+unsafe extern "C" fn thread_end(_jvmti: *mut JvmtiEnv, _jni: *mut JniEnv, _thread: jthread) {
+    let _ = catch_unwind(|| {
+        if let Some(r) = recorder() {
+            r.thread_end();
+        }
+    });
 }
 
 unsafe extern "C" fn method_entry(_jvmti: *mut JvmtiEnv, _jni: *mut JniEnv, _thread: jthread, method: jmethodID) {

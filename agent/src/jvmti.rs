@@ -20,6 +20,8 @@ pub type jobject = *mut c_void;
 pub type jclass = jobject;
 pub type jthread = jobject;
 pub type jmethodID = *mut c_void;
+pub type jstring = jobject;
+pub type jlocation = i64;
 pub type JvmtiError = u32;
 
 pub const JNI_OK: jint = 0;
@@ -27,6 +29,7 @@ pub const JNI_ERR: jint = -1;
 pub const JVMTI_VERSION_1_2: jint = 0x3001_0200;
 
 pub const JVMTI_ERROR_NONE: JvmtiError = 0;
+pub const JVMTI_ERROR_ABSENT_INFORMATION: JvmtiError = 101;
 
 pub const JVMTI_ENABLE: c_int = 1;
 pub const JVMTI_DISABLE: c_int = 0;
@@ -36,7 +39,32 @@ pub const JVMTI_PHASE_LIVE: c_int = 4;
 pub const JVMTI_EVENT_VM_INIT: c_int = 50;
 pub const JVMTI_EVENT_VM_DEATH: c_int = 51;
 pub const JVMTI_EVENT_CLASS_FILE_LOAD_HOOK: c_int = 54;
+pub const JVMTI_EVENT_THREAD_END: c_int = 53;
 pub const JVMTI_EVENT_METHOD_ENTRY: c_int = 65;
+
+/// `jvmtiFrameInfo`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FrameInfo {
+    pub method: jmethodID,
+    pub location: jlocation,
+}
+
+/// `jvmtiLineNumberEntry`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LineNumberEntry {
+    pub start_location: jlocation,
+    pub line_number: jint,
+}
+
+/// `JNINativeMethod`.
+#[repr(C)]
+pub struct NativeMethod {
+    pub name: *const c_char,
+    pub signature: *const c_char,
+    pub fn_ptr: *mut c_void,
+}
 
 /// `jvmtiEnv` is `const struct jvmtiInterface_1_ *`; a `jvmtiEnv*` handed to us points at it.
 #[repr(C)]
@@ -65,6 +93,10 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
+    pub const GET_BYTECODES: u32 = 3;
+    pub const GET_SOURCE_FILE_NAME: u32 = 11;
+    pub const GET_LINE_NUMBERS: u32 = 12;
+    pub const ACCESS_LOCAL_VARIABLES: u32 = 14;
     pub const GENERATE_METHOD_ENTRY_EVENTS: u32 = 24;
     pub const GENERATE_ALL_CLASS_HOOK_EVENTS: u32 = 26;
     pub const RETRANSFORM_CLASSES: u32 = 37;
@@ -92,6 +124,7 @@ pub type ClassFileLoadHookFn = unsafe extern "C" fn(
 );
 pub type VmInitFn = unsafe extern "C" fn(jvmti: *mut JvmtiEnv, jni: *mut JniEnv, thread: jthread);
 pub type VmDeathFn = unsafe extern "C" fn(jvmti: *mut JvmtiEnv, jni: *mut JniEnv);
+pub type ThreadEndFn = unsafe extern "C" fn(jvmti: *mut JvmtiEnv, jni: *mut JniEnv, thread: jthread);
 pub type MethodEntryFn =
     unsafe extern "C" fn(jvmti: *mut JvmtiEnv, jni: *mut JniEnv, thread: jthread, method: jmethodID);
 
@@ -116,6 +149,9 @@ impl EventCallbacks {
     }
     pub fn class_file_load_hook(&mut self, f: ClassFileLoadHookFn) {
         self.slots[Self::slot(JVMTI_EVENT_CLASS_FILE_LOAD_HOOK)] = f as *const c_void;
+    }
+    pub fn thread_end(&mut self, f: ThreadEndFn) {
+        self.slots[Self::slot(JVMTI_EVENT_THREAD_END)] = f as *const c_void;
     }
     pub fn method_entry(&mut self, f: MethodEntryFn) {
         self.slots[Self::slot(JVMTI_EVENT_METHOD_ENTRY)] = f as *const c_void;
@@ -302,6 +338,95 @@ impl Jvmti {
         check(unsafe { f(self.0, classes.len() as jint, classes.as_ptr()) })
     }
 
+    /// The top `max` frames of the current thread, innermost first (`GetStackTrace`, slot 104).
+    pub fn current_stack(self, start_depth: jint, max: usize, out: &mut Vec<FrameInfo>) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut FrameInfo, *mut jint) -> JvmtiError;
+        let f = jvmti_fn!(self, 104, F);
+        out.clear();
+        out.reserve(max);
+        let mut n: jint = 0;
+        // SAFETY: slot 104; a null thread is the current thread; the buffer has room for `max`
+        // frames and the VM writes `n <= max` of them.
+        check(unsafe { f(self.0, std::ptr::null_mut(), start_depth, max as jint, out.as_mut_ptr(), &mut n) })?;
+        // SAFETY: the VM initialized the first `n` elements.
+        unsafe { out.set_len(n.clamp(0, max as jint) as usize) };
+        Ok(())
+    }
+
+    /// A long local of the current thread's frame at `depth` (`GetLocalLong`, slot 23).
+    pub fn local_long(self, depth: jint, slot: jint) -> Result<jlong, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut jlong) -> JvmtiError;
+        let f = jvmti_fn!(self, 23, F);
+        let mut v: jlong = 0;
+        // SAFETY: slot 23; a null thread is the current thread (allowed without suspension).
+        check(unsafe { f(self.0, std::ptr::null_mut(), depth, slot, &mut v) })?;
+        Ok(v)
+    }
+
+    /// `GetMaxLocals` (slot 68).
+    pub fn max_locals(self, method: jmethodID) -> Result<jint, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint) -> JvmtiError;
+        let f = jvmti_fn!(self, 68, F);
+        let mut v: jint = 0;
+        // SAFETY: slot 68; out is a local.
+        check(unsafe { f(self.0, method, &mut v) })?;
+        Ok(v)
+    }
+
+    /// `GetLineNumberTable` (slot 70); an empty table when the method has none.
+    pub fn line_table(self, method: jmethodID) -> Result<Vec<LineNumberEntry>, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint, *mut *mut LineNumberEntry) -> JvmtiError;
+        let f = jvmti_fn!(self, 70, F);
+        let mut n: jint = 0;
+        let mut p: *mut LineNumberEntry = std::ptr::null_mut();
+        // SAFETY: slot 70; outs are locals.
+        let e = unsafe { f(self.0, method, &mut n, &mut p) };
+        if e == JVMTI_ERROR_ABSENT_INFORMATION {
+            return Ok(Vec::new());
+        }
+        check(e)?;
+        let v = if p.is_null() || n <= 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the VM returned `n` entries allocated with Allocate.
+            unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec()
+        };
+        self.deallocate(p as *mut u8);
+        Ok(v)
+    }
+
+    /// The opcode at `location` of a method's bytecode (`GetBytecodes`, slot 75).
+    pub fn opcode_at(self, method: jmethodID, location: jlocation) -> Result<Option<u8>, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint, *mut *mut u8) -> JvmtiError;
+        let f = jvmti_fn!(self, 75, F);
+        let mut n: jint = 0;
+        let mut p: *mut u8 = std::ptr::null_mut();
+        // SAFETY: slot 75; outs are locals.
+        check(unsafe { f(self.0, method, &mut n, &mut p) })?;
+        let op = (location >= 0 && (location as i64) < n as i64 && !p.is_null())
+            // SAFETY: in bounds of the `n` bytes the VM returned.
+            .then(|| unsafe { *p.add(location as usize) });
+        self.deallocate(p);
+        Ok(op)
+    }
+
+    fn method_flag(self, slot: usize, method: jmethodID) -> Result<bool, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jboolean) -> JvmtiError;
+        let f = jvmti_fn!(self, slot, F);
+        let mut v: jboolean = 0;
+        // SAFETY: slots 76 (IsMethodNative) and 91 (IsMethodObsolete) share this signature.
+        check(unsafe { f(self.0, method, &mut v) })?;
+        Ok(v != 0)
+    }
+
+    pub fn is_method_native(self, method: jmethodID) -> Result<bool, Error> {
+        self.method_flag(76, method)
+    }
+
+    pub fn is_method_obsolete(self, method: jmethodID) -> Result<bool, Error> {
+        self.method_flag(91, method)
+    }
+
     /// Copies a JVMTI-allocated C string and frees it.
     fn take_string(self, p: *mut c_char) -> String {
         if p.is_null() {
@@ -355,6 +480,84 @@ impl Jni {
             } else {
                 false
             }
+        }
+    }
+
+    /// JNI `NewGlobalRef` (index 21).
+    pub fn new_global_ref(self, obj: jobject) -> jobject {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject) -> jobject;
+        let f = jni_fn!(self, 21, F);
+        // SAFETY: index 21 = NewGlobalRef on a live reference.
+        unsafe { f(self.0, obj) }
+    }
+
+    /// JNI `GetStaticMethodID` (index 113); null (exception cleared) when absent.
+    pub fn static_method_id(self, class: jclass, name: &CStr, sig: &CStr) -> jmethodID {
+        type F = unsafe extern "C" fn(*mut JniEnv, jclass, *const c_char, *const c_char) -> jmethodID;
+        let f = jni_fn!(self, 113, F);
+        // SAFETY: index 113 = GetStaticMethodID with NUL-terminated name and signature.
+        let m = unsafe { f(self.0, class, name.as_ptr(), sig.as_ptr()) };
+        if m.is_null() {
+            self.exception_clear();
+        }
+        m
+    }
+
+    /// Calls a static method without arguments that returns an object (`CallStaticObjectMethodA`,
+    /// index 116); null when it threw (the exception is cleared).
+    pub fn call_static_object_noargs(self, class: jclass, method: jmethodID) -> jobject {
+        type F = unsafe extern "C" fn(*mut JniEnv, jclass, jmethodID, *const u64) -> jobject;
+        let f = jni_fn!(self, 116, F);
+        let no_args = [0u64; 1];
+        // SAFETY: index 116 = CallStaticObjectMethodA; `method` takes no arguments, so the VM
+        // reads nothing from the argument array.
+        let r = unsafe { f(self.0, class, method, no_args.as_ptr()) };
+        if self.exception_clear() {
+            return std::ptr::null_mut();
+        }
+        r
+    }
+
+    /// JNI `RegisterNatives` (index 215); false when the VM refused (an exception is cleared).
+    pub fn register_natives(self, class: jclass, methods: &[NativeMethod]) -> bool {
+        type F = unsafe extern "C" fn(*mut JniEnv, jclass, *const NativeMethod, jint) -> jint;
+        let f = jni_fn!(self, 215, F);
+        // SAFETY: index 215 = RegisterNatives; names and signatures are NUL-terminated statics.
+        let r = unsafe { f(self.0, class, methods.as_ptr(), methods.len() as jint) };
+        if r != JNI_OK {
+            self.exception_clear();
+        }
+        r == JNI_OK
+    }
+
+    /// JNI `FindClass` (index 6).
+    pub fn find_class(self, name: &CStr) -> jclass {
+        type F = unsafe extern "C" fn(*mut JniEnv, *const c_char) -> jclass;
+        let f = jni_fn!(self, 6, F);
+        // SAFETY: index 6 = FindClass with a NUL-terminated name.
+        unsafe { f(self.0, name.as_ptr()) }
+    }
+
+    /// A Java string as Rust text (modified UTF-8 read leniently); None for null.
+    pub fn string(self, s: jstring) -> Option<String> {
+        if s.is_null() {
+            return None;
+        }
+        type Chars = unsafe extern "C" fn(*mut JniEnv, jstring, *mut jboolean) -> *const c_char;
+        type Release = unsafe extern "C" fn(*mut JniEnv, jstring, *const c_char);
+        let chars = jni_fn!(self, 169, Chars);
+        let release = jni_fn!(self, 170, Release);
+        // SAFETY: indexes 169/170 = GetStringUTFChars/ReleaseStringUTFChars on a live string;
+        // the chars are NUL-terminated and released right after copying.
+        unsafe {
+            let p = chars(self.0, s, std::ptr::null_mut());
+            if p.is_null() {
+                self.exception_clear();
+                return None;
+            }
+            let text = CStr::from_ptr(p).to_string_lossy().into_owned();
+            release(self.0, s, p);
+            Some(text)
         }
     }
 

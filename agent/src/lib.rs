@@ -17,6 +17,7 @@ pub mod hook;
 pub mod jvmti;
 pub mod log;
 pub mod options;
+pub mod recorder;
 pub mod registry;
 pub mod rewrite;
 pub mod runtime;

@@ -19,7 +19,7 @@ pub enum OptionsError {
 }
 
 const KNOWN: &[&str] =
-    &["include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters"];
+    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters"];
 
 /// Where a text stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +41,13 @@ pub enum CounterMode {
 
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Record mode: the store directory (`%p` = pid, `%t` = start time). Without it the probes
+    /// only count (the rewriter's test mode).
+    pub out: Option<PathBuf>,
+    /// Every Nth method entry of each thread becomes a sample event (0 = none).
+    pub sample: u64,
+    /// Every Nth event also stores the JVM's own stack trace (0 = none).
+    pub verify: u64,
     pub include: Vec<Pattern>,
     pub exclude: Vec<Pattern>,
     pub log: Sink,
@@ -58,6 +65,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            out: None,
+            sample: 0,
+            verify: 0,
             include: Vec::new(),
             exclude: Vec::new(),
             log: Sink::Stderr,
@@ -83,6 +93,10 @@ impl Options {
             let (key, value) = item.split_once('=').ok_or_else(|| OptionsError::NotKeyValue(item.to_string()))?;
             let bad = |why| OptionsError::BadValue { key: key.to_string(), value: value.to_string(), why };
             match key {
+                "out" if !value.is_empty() => o.out = Some(expand_path(value)),
+                "out" => return Err(bad("expected a directory path")),
+                "sample" => o.sample = value.parse().map_err(|_| bad("expected a whole number (1 = every entry)"))?,
+                "verify" => o.verify = value.parse().map_err(|_| bad("expected a whole number (1 = every event)"))?,
                 "include" => o.include.extend(Pattern::parse_list(value).map_err(bad)?),
                 "exclude" => o.exclude.extend(Pattern::parse_list(value).map_err(bad)?),
                 "count_check" => o.count_check.extend(Pattern::parse_list(value).map_err(bad)?),
@@ -147,9 +161,10 @@ fn parse_sink(v: &str) -> Option<Sink> {
 }
 
 /// `%p` in a path becomes the process id, so that every JVM of a multi-JVM run (wrapper scripts
-/// started with JAVA_TOOL_OPTIONS) writes its own file.
+/// started with JAVA_TOOL_OPTIONS) writes its own file; `%t` the start time (Unix seconds).
 fn expand_path(p: &str) -> PathBuf {
-    PathBuf::from(p.replace("%p", &std::process::id().to_string()))
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    PathBuf::from(p.replace("%p", &std::process::id().to_string()).replace("%t", &t.to_string()))
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -248,5 +263,10 @@ mod tests {
         assert!(matches!(Options::parse("include"), Err(OptionsError::NotKeyValue(_))));
         assert!(matches!(Options::parse("loglevel=loud"), Err(OptionsError::BadValue { .. })));
         assert!(matches!(Options::parse("include="), Err(OptionsError::BadValue { .. })));
+        assert!(matches!(Options::parse("sample=often"), Err(OptionsError::BadValue { .. })));
+        assert!(matches!(Options::parse("out="), Err(OptionsError::BadValue { .. })));
+        let o = Options::parse("out=/tmp/x-%p,sample=10,verify=3").unwrap();
+        assert_eq!(o.out, Some(PathBuf::from(format!("/tmp/x-{}", std::process::id()))));
+        assert_eq!((o.sample, o.verify), (10, 3));
     }
 }

@@ -6,7 +6,7 @@
 //! whose class has not been published yet (or whose rewrite failed) reads as a `None` slot.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde::Serialize;
 
@@ -30,6 +30,8 @@ pub struct SiteRecord {
     pub bci: u32,
     /// Source line, -1 when unknown.
     pub line: i32,
+    /// Calls the lucce API.
+    pub api: bool,
 }
 
 /// Serializable mirror of the rewriter's `SiteKind`.
@@ -45,16 +47,35 @@ pub struct Tables {
     pub sites: Vec<Option<SiteRecord>>,
 }
 
+/// Told about each class's records when they are published (the recorder forwards them to the
+/// encoder and the store), before the class's code can run.
+pub type PublishSink = Box<dyn Fn(&[(u32, MethodRecord)], &[(u32, SiteRecord)]) + Send + Sync>;
+
 #[derive(Default)]
 pub struct Registry {
     next_method: AtomicU32,
     next_site: AtomicU32,
     tables: Mutex<Tables>,
+    sink: OnceLock<PublishSink>,
 }
 
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A registry whose first ids are `method` and `site` (ids below belong to someone else:
+    /// the encoder's virtual roots).
+    pub fn starting_at(method: u32, site: u32) -> Self {
+        let r = Self::default();
+        r.next_method.store(method, Ordering::Relaxed);
+        r.next_site.store(site, Ordering::Relaxed);
+        r
+    }
+
+    /// Sets the publish sink (once).
+    pub fn set_sink(&self, sink: PublishSink) {
+        let _ = self.sink.set(sink);
     }
 
     /// A registrar for one class rewrite; call [`ClassRegistrar::publish`] when it succeeded.
@@ -64,6 +85,11 @@ impl Registry {
 
     pub fn tables(&self) -> MutexGuard<'_, Tables> {
         self.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A site id for a site the rewriter did not make (the recorder's location sites).
+    pub fn reserve_site(&self) -> u32 {
+        self.next_site.fetch_add(1, Ordering::Relaxed)
     }
 
     pub fn method_count(&self) -> u32 {
@@ -90,6 +116,9 @@ impl ClassRegistrar<'_> {
     pub fn publish(self) {
         if self.methods.is_empty() && self.sites.is_empty() {
             return;
+        }
+        if let Some(sink) = self.reg.sink.get() {
+            sink(&self.methods, &self.sites);
         }
         let mut t = self.reg.tables();
         for (id, m) in self.methods {
@@ -147,7 +176,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
             SiteKind::Call => SiteKindTag::Call,
             SiteKind::Alloc => SiteKindTag::Alloc,
         };
-        self.sites.push((id, SiteRecord { method: method_id, kind, bci: site.bci, line: site.line }));
+        self.sites.push((id, SiteRecord { method: method_id, kind, bci: site.bci, line: site.line, api: site.api }));
         id
     }
 }
@@ -175,7 +204,7 @@ mod tests {
                                 source_file: Some("X.java"),
                                 access_flags: 0,
                             });
-                            r.site(mid, &SiteInfo { kind: SiteKind::Call, bci: 3, line: 7 });
+                            r.site(mid, &SiteInfo { kind: SiteKind::Call, bci: 3, line: 7, api: false });
                         }
                         r.publish();
                     }

@@ -11,8 +11,12 @@ use crate::options::CounterMode;
 /// The class file of `agent/java/lucce/Runtime.java`, compiled by build.rs.
 pub static RUNTIME_CLASS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/java-classes/lucce/Runtime.class"));
 pub const RUNTIME_CLASS_NAME: &CStr = c"lucce/Runtime";
+/// The public API class `lucce/Lucce` (agent/java/lucce/Lucce.java).
+pub static API_CLASS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/java-classes/lucce/Lucce.class"));
+pub const API_CLASS_NAME: &CStr = c"lucce/Lucce";
 
-/// Header of the region, read once by `Runtime.<clinit>`: method limit, site limit, atomic flag.
+/// Header of the region, read once by `Runtime.<clinit>`: method limit, site limit, atomic flag,
+/// record flag.
 const HEADER_BYTES: usize = 64;
 /// Reserved counters. Virtual address space only: the mapping is lazily committed, so a page is
 /// backed by memory only once a probe bumps a counter in it.
@@ -23,8 +27,10 @@ pub const MAX_SITES: usize = 1 << 26;
 pub enum RuntimeError {
     #[error("cannot reserve {0} bytes for counters: {1}")]
     Mmap(usize, std::io::Error),
-    #[error("could not define lucce/Runtime in the bootstrap class loader (a Java exception was pending)")]
-    Define,
+    #[error("could not define {0} in the bootstrap class loader (a Java exception was pending)")]
+    Define(String),
+    #[error("could not register the natives of {0}")]
+    Natives(&'static str),
 }
 
 /// The counter region: `[header | method counters | site counters]`, u64 each, never unmapped
@@ -41,7 +47,7 @@ unsafe impl Send for Counters {}
 unsafe impl Sync for Counters {}
 
 impl Counters {
-    pub fn new(mode: CounterMode) -> Result<Counters, RuntimeError> {
+    pub fn new(mode: CounterMode, record: bool) -> Result<Counters, RuntimeError> {
         let len = HEADER_BYTES + (MAX_METHODS + MAX_SITES) * 8;
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
         // existing memory; MAP_NORESERVE makes it lazily committed zero pages.
@@ -62,6 +68,7 @@ impl Counters {
         c.slot(0).store(MAX_METHODS as u64, Ordering::Relaxed);
         c.slot(1).store(MAX_SITES as u64, Ordering::Relaxed);
         c.slot(2).store((mode == CounterMode::Atomic) as u64, Ordering::Relaxed);
+        c.slot(3).store(record as u64, Ordering::Relaxed);
         Ok(c)
     }
 
@@ -98,11 +105,11 @@ impl Counters {
 static COUNTERS: OnceLock<Counters> = OnceLock::new();
 
 /// Reserves the counter region (once); the native `counters()` hands out its address.
-pub fn install_counters(mode: CounterMode) -> Result<&'static Counters, RuntimeError> {
+pub fn install_counters(mode: CounterMode, record: bool) -> Result<&'static Counters, RuntimeError> {
     if let Some(c) = COUNTERS.get() {
         return Ok(c);
     }
-    let c = Counters::new(mode)?;
+    let c = Counters::new(mode, record)?;
     Ok(COUNTERS.get_or_init(|| c))
 }
 
@@ -114,14 +121,24 @@ pub fn counters() -> Option<&'static Counters> {
 /// so every class, java.base included, can resolve it. Called at VMInit, before the hook starts
 /// instrumenting: no instrumented code can run before the class exists. The class is only linked
 /// and initialized on the first probe call.
-pub fn define_runtime_class(jni: Jni) -> Result<(), RuntimeError> {
-    let cls = jni.define_class(RUNTIME_CLASS_NAME, std::ptr::null_mut(), RUNTIME_CLASS);
+pub fn define_runtime_class(jni: Jni) -> Result<jclass, RuntimeError> {
+    define(jni, RUNTIME_CLASS_NAME, RUNTIME_CLASS)
+}
+
+/// Defines `lucce/Lucce` the same way (record mode only: without the agent recording, the API
+/// does not exist).
+pub fn define_api_class(jni: Jni) -> Result<jclass, RuntimeError> {
+    define(jni, API_CLASS_NAME, API_CLASS)
+}
+
+/// Defines a class into the bootstrap loader; returns a local reference to it.
+fn define(jni: Jni, name: &CStr, bytes: &[u8]) -> Result<jclass, RuntimeError> {
+    let cls = jni.define_class(name, std::ptr::null_mut(), bytes);
     if cls.is_null() {
         jni.exception_clear();
-        return Err(RuntimeError::Define);
+        return Err(RuntimeError::Define(name.to_string_lossy().into_owned()));
     }
-    jni.delete_local_ref(cls);
-    Ok(())
+    Ok(cls)
 }
 
 /// `private static native long counters()` of `lucce/Runtime`: the region address, or 0 (the

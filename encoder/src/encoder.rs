@@ -48,6 +48,8 @@ pub enum EncodeError {
     UnknownMethod(u32),
     #[error("method id {0} is a virtual root and cannot be called")]
     RootCallee(u32),
+    #[error("id {0} is defined already")]
+    Redefined(u32),
 }
 
 /// Counters for reports and benchmarks.
@@ -66,8 +68,19 @@ pub struct EncoderStats {
 struct Node {
     numcc: u64,
     lv: u64,
+    /// False for ids skipped over by [`Encoder::define_method`].
+    defined: bool,
     /// Callers of the incoming edges, in the fixed (insertion) order that defines av.
     incoming: Vec<MethodId>,
+}
+
+/// Placeholder owner of a site id that was skipped over by [`Encoder::define_site`].
+const NO_METHOD: u32 = u32::MAX;
+
+impl State {
+    fn defined_method(&self, i: usize) -> bool {
+        self.nodes.get(i).is_some_and(|n| n.defined)
+    }
 }
 
 struct State {
@@ -151,7 +164,7 @@ impl<S: GraphSink> Encoder<S> {
     pub fn register_method(&self, meta: MethodMeta) -> MethodId {
         let mut st = self.lock();
         let id = MethodId(st.nodes.len() as u32);
-        st.nodes.push(Node { numcc: 0, lv: 0, incoming: Vec::new() });
+        st.nodes.push(Node { numcc: 0, lv: 0, defined: true, incoming: Vec::new() });
         self.sink.method(id, &meta);
         id
     }
@@ -166,6 +179,59 @@ impl<S: GraphSink> Encoder<S> {
         st.site_owner.push(meta.method);
         self.sink.site(id, &meta);
         Ok(id)
+    }
+
+    /// Adds a method under an id chosen by the caller (a runtime that numbers methods itself,
+    /// ahead of registering them). Ids skipped over stay unknown; defining an id twice is refused.
+    pub fn define_method(&self, id: MethodId, meta: &MethodMeta) -> Result<(), EncodeError> {
+        let mut st = self.lock();
+        let i = id.0 as usize;
+        if i < st.nodes.len() && st.defined_method(i) {
+            return Err(EncodeError::Redefined(id.0));
+        }
+        if st.nodes.len() <= i {
+            st.nodes.resize_with(i + 1, || Node { numcc: 0, lv: 0, defined: false, incoming: Vec::new() });
+        }
+        st.nodes[i].defined = true;
+        self.sink.method(id, meta);
+        Ok(())
+    }
+
+    /// Adds a site under an id chosen by the caller; its method must be known.
+    pub fn define_site(&self, id: SiteId, meta: &SiteMeta) -> Result<(), EncodeError> {
+        let mut st = self.lock();
+        if !st.defined_method(meta.method.0 as usize) {
+            return Err(EncodeError::UnknownMethod(meta.method.0));
+        }
+        let i = id.0 as usize;
+        if st.site_owner.get(i).is_some_and(|m| m.0 != NO_METHOD) {
+            return Err(EncodeError::Redefined(id.0));
+        }
+        if st.site_owner.len() <= i {
+            st.site_owner.resize(i + 1, MethodId(NO_METHOD));
+        }
+        st.site_owner[i] = meta.method;
+        self.sink.site(id, meta);
+        Ok(())
+    }
+
+    /// The first unused method and site ids, for a runtime that numbers them itself.
+    pub fn next_ids(&self) -> (MethodId, SiteId) {
+        let st = self.lock();
+        (MethodId(st.nodes.len() as u32), SiteId(st.site_owner.len() as u32))
+    }
+
+    /// Whether `site` has ever entered `callee` (the edge exists).
+    pub fn has_edge(&self, site: SiteId, callee: MethodId) -> bool {
+        self.lock().edges.contains_key(&(site.0, callee.0))
+    }
+
+    /// The lock-free part of [`Encoder::enter`] alone: Some when the cache answers.
+    #[inline]
+    pub fn enter_cached(&self, site: SiteId, caller: Context, callee: MethodId) -> Option<Context> {
+        let (add, v) = self.cache.lookup(site.0, callee.0, caller.v)?;
+        let c = caller.c.checked_add(add)?;
+        (c < self.limit).then_some(Context { c, v })
     }
 
     /// The context of a thread's first frame, `callee`.
@@ -199,7 +265,10 @@ impl<S: GraphSink> Encoder<S> {
         let st = &mut *guard;
         st.slow_entries += 1;
         let caller_m = *st.site_owner.get(site.0 as usize).ok_or(EncodeError::UnknownSite(site.0))?;
-        if callee.0 as usize >= st.nodes.len() {
+        if caller_m.0 == NO_METHOD {
+            return Err(EncodeError::UnknownSite(site.0));
+        }
+        if !st.defined_method(callee.0 as usize) {
             return Err(EncodeError::UnknownMethod(callee.0));
         }
         if is_root(callee) {

@@ -14,6 +14,8 @@ pub enum Tree {
     Graph,
     Events,
     Threads,
+    /// `Lucce.context()` tokens: key = token (big-endian u64), value = site u32 + c u64 + v u64.
+    Tokens,
 }
 
 impl Tree {
@@ -25,6 +27,7 @@ impl Tree {
             Tree::Graph => "graph",
             Tree::Events => "events",
             Tree::Threads => "threads",
+            Tree::Tokens => "tokens",
         }
     }
 }
@@ -51,7 +54,7 @@ pub struct SledBackend {
     dir: std::path::PathBuf,
 }
 
-const ALL_TREES: [Tree; 6] = [Tree::Header, Tree::Methods, Tree::Sites, Tree::Graph, Tree::Events, Tree::Threads];
+const ALL_TREES: [Tree; 7] = [Tree::Header, Tree::Methods, Tree::Sites, Tree::Graph, Tree::Events, Tree::Threads, Tree::Tokens];
 
 fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, sled::Error>) -> Result<T, StoreError> {
     match catch_unwind(AssertUnwindSafe(f)) {

@@ -163,6 +163,18 @@ impl StoreReader {
             .collect()
     }
 
+    /// What a `Lucce.context()` token stands for: ⟨site, c, v⟩, or None for an unknown token.
+    pub fn token(&self, token: u64) -> Result<Option<(u32, u64, u64)>, StoreError> {
+        let Some(v) = self.db.get(Tree::Tokens, &token.to_be_bytes())? else { return Ok(None) };
+        if v.len() != 20 {
+            return Err(StoreError::Corrupt(format!("token {token}: record of {} bytes", v.len())));
+        }
+        let site = u32::from_be_bytes(v[..4].try_into().expect("4 bytes"));
+        let c = u64::from_be_bytes(v[4..12].try_into().expect("8 bytes"));
+        let ver = u64::from_be_bytes(v[12..].try_into().expect("8 bytes"));
+        Ok(Some((site, c, ver)))
+    }
+
     /// What lies past the commit mark.
     pub fn tail(&self) -> Result<TailReport, StoreError> {
         let mut t = TailReport::default();

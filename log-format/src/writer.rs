@@ -50,6 +50,7 @@ enum Msg {
     Graph(GraphRecord),
     Events(Vec<EventRecord>),
     Thread(u32, String),
+    Token(u64, u32, u64, u64),
     Flush(Sender<Result<(), String>>),
     Close,
 }
@@ -80,6 +81,11 @@ impl WriterHandle {
         let id = self.next_thread.fetch_add(1, Ordering::Relaxed);
         let _ = self.tx.send(Msg::Thread(id, name.to_string()));
         id
+    }
+
+    /// Records what a context token stands for: the site and context ⟨c, v⟩ of its frame.
+    pub fn token(&self, token: u64, site: u32, c: u64, v: u64) {
+        let _ = self.tx.send(Msg::Token(token, site, c, v));
     }
 
     /// Blocks until everything sent before this call is durable and committed.
@@ -302,6 +308,13 @@ impl WriterThread {
             Msg::Thread(id, name) => {
                 self.threads += 1;
                 db.put(Tree::Threads, &id.to_be_bytes(), &encode_thread(&ThreadRecord { name }))
+            }
+            Msg::Token(token, site, c, v) => {
+                let mut value = [0u8; 20];
+                value[..4].copy_from_slice(&site.to_be_bytes());
+                value[4..12].copy_from_slice(&c.to_be_bytes());
+                value[12..].copy_from_slice(&v.to_be_bytes());
+                db.put(Tree::Tokens, &token.to_be_bytes(), &value)
             }
             Msg::Flush(_) | Msg::Close => Ok(()),
         }

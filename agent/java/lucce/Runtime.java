@@ -25,6 +25,8 @@ public final class Runtime {
 
     private static final sun.misc.Unsafe U;
     private static final boolean ATOMIC;
+    /** Record mode: the probes hand over to the encoder in the agent library (natives). */
+    private static final boolean RECORD;
     /** Address of the method-entry counters (one long per method id). */
     private static final long ENTRIES;
     /** Address of the site counters (one long per call or allocation site id). */
@@ -38,6 +40,7 @@ public final class Runtime {
         sun.misc.Unsafe u = null;
         long base = 0L, methods = 0L, sites = 0L;
         boolean atomic = true;
+        boolean record = false;
         try {
             long b = counters();
             if (b != 0L) {
@@ -45,6 +48,7 @@ public final class Runtime {
                 methods = u.getLong(b);
                 sites = u.getLong(b + 8L);
                 atomic = u.getLong(b + 16L) != 0L;
+                record = u.getLong(b + 24L) != 0L;
                 base = b;
             }
         } catch (Throwable t) {
@@ -56,6 +60,7 @@ public final class Runtime {
         }
         U = u;
         ATOMIC = atomic;
+        RECORD = record;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
         // Last: from here on the probes are live.
@@ -68,8 +73,11 @@ public final class Runtime {
     /** Address of the counter region (0 when unavailable); implemented in the agent library. */
     private static native long counters();
 
-    /** Method entry: counts, and returns the calling context (not computed yet: 0). */
+    /** Method entry: returns the callId of this frame (record mode), or counts. */
     public static long enter(int methodId) {
+        if (RECORD) {
+            return enter0(methodId);
+        }
         long i = methodId & 0xFFFFFFFFL;
         if (i < METHOD_LIMIT) {
             bump(ENTRIES + (i << 3));
@@ -77,25 +85,59 @@ public final class Runtime {
         return 0L;
     }
 
-    /** The graph version the context was computed against (not computed yet: 0). */
+    /** The graph version of the context `enter` just returned (record mode). */
     public static long version() {
-        return 0L;
+        return RECORD ? version0() : 0L;
     }
 
-    /** Before an invoke instruction. */
+    /** Before an invoke instruction: the caller's site and context, for the callee's entry. */
     public static void call(int siteId, long ctx, long ver) {
+        if (RECORD) {
+            call0(siteId, ctx, ver);
+            return;
+        }
         long i = siteId & 0xFFFFFFFFL;
         if (i < SITE_LIMIT) {
             bump(SITES + (i << 3));
         }
     }
 
-    /** After an allocation. */
+    /** After an allocation (recording allocations is future work: record mode ignores it). */
     public static void alloc(int siteId, long ctx, long ver) {
+        if (RECORD) {
+            return;
+        }
         long i = siteId & 0xFFFFFFFFL;
         if (i < SITE_LIMIT) {
             bump(SITES + (i << 3));
         }
+    }
+
+    private static native long enter0(int methodId);
+
+    private static native long version0();
+
+    private static native void call0(int siteId, long ctx, long ver);
+
+    /**
+     * The current stack exactly as Throwable shows it, one frame per line:
+     * class TAB method TAB file TAB line. Called by the agent (verify mode) with the probes of this
+     * thread switched off.
+     */
+    static String truth() {
+        StackTraceElement[] st = new Throwable().getStackTrace();
+        StringBuilder sb = new StringBuilder(st.length * 64);
+        for (StackTraceElement e : st) {
+            String f = e.getFileName();
+            sb.append(e.getClassName()).append('\t').append(e.getMethodName()).append('\t')
+              .append(f == null ? "" : f).append('\t').append(e.getLineNumber()).append('\n');
+        }
+        return sb.toString();
+    }
+
+    /** The current thread's name (called by the agent with this thread's probes off). */
+    static String threadName() {
+        return Thread.currentThread().getName();
     }
 
     private static void bump(long address) {

@@ -258,14 +258,8 @@ pub(crate) fn rewrite_method<'a>(
             Probe::Alloc => SiteKind::Alloc,
         };
         let line = line_for(&s.lines, has_lnt, ins.off);
-        let id = reg.site(
-            method_id,
-            &SiteInfo {
-                kind,
-                bci: ins.off,
-                line,
-            },
-        );
+        let api = kind == SiteKind::Call && calls_api(code, ins.off, &pool.cp);
+        let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api });
         let p = push_for(id, pool);
         s.pushes[i] = Some(p);
         ins.probe_len = probes::site_len(p, locals);
@@ -349,7 +343,22 @@ pub(crate) fn rewrite_method<'a>(
             ATTR_LVT => {
                 let start = out.len();
                 write_attr_header(&mut out, head);
-                out.extend_from_slice(t.get(0..2).ok_or(trunc.clone())?);
+                // JVMTI reads a local of a method that has a LocalVariableTable only when the
+                // table describes it: the probe locals get entries over the whole code.
+                let is_lvt = pool.cp.utf8(u16::from_be_bytes([head[0], head[1]])) == Some(b"LocalVariableTable");
+                let n = be_u16(t, 0).ok_or(trunc.clone())?;
+                let extra = if is_lvt { 2 } else { 0 };
+                out.extend_from_slice(&n.checked_add(extra).ok_or(bad_table("LocalVariableTable length"))?.to_be_bytes());
+                if is_lvt {
+                    let (ctx_name, ver_name, long_desc) = pool.probe_local_names();
+                    for (name, slot) in [(ctx_name, locals.ctx), (ver_name, locals.ver)] {
+                        out.extend_from_slice(&0u16.to_be_bytes());
+                        out.extend_from_slice(&(s.code.len() as u16).to_be_bytes());
+                        out.extend_from_slice(&name.to_be_bytes());
+                        out.extend_from_slice(&long_desc.to_be_bytes());
+                        out.extend_from_slice(&slot.to_be_bytes());
+                    }
+                }
                 for e in 0..(t.len() - 2) / 10 {
                     let b = 2 + e * 10;
                     let st = be_u16(t, b).unwrap_or(0) as u32;
@@ -387,6 +396,17 @@ pub(crate) fn rewrite_method<'a>(
         return Err(SkipReason::ConstantPoolFull);
     }
     Ok(out)
+}
+
+/// Whether the invokestatic at `off` calls a method of `lucce/Lucce`.
+fn calls_api(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>) -> bool {
+    const INVOKESTATIC: u8 = 0xB8;
+    let o = off as usize;
+    if code.get(o) != Some(&INVOKESTATIC) {
+        return false;
+    }
+    let Some(idx) = be_u16(code, o + 1) else { return false };
+    cp.member_ref(idx).and_then(|(class, _, _)| cp.class_name(class)) == Some(b"lucce/Lucce")
 }
 
 /// Adds frames after conditional branches that were widened into `if!cond; goto_w` when the

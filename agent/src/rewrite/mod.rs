@@ -75,6 +75,9 @@ pub struct SiteInfo {
     /// The LineNumberTable line HotSpot would report for `bci` (entry whose start_pc equals it,
     /// else the last one below it), or -1 when the method has no line table.
     pub line: i32,
+    /// A call of the lucce API (`lucce/Lucce`): its natives trust the pending record only from
+    /// such a site.
+    pub api: bool,
 }
 
 /// Why a method with code was left unchanged.

@@ -14,6 +14,7 @@ pub(crate) struct PoolEdit<'a> {
     /// Class entries appended for names that are not in the class bytes (array types).
     synthesized: FxHashMap<Vec<u8>, u16>,
     runtime: Option<RuntimeRefs>,
+    probe_locals: Option<(u16, u16, u16)>,
 }
 
 impl<'a> PoolEdit<'a> {
@@ -25,6 +26,7 @@ impl<'a> PoolEdit<'a> {
             classes: None,
             synthesized: FxHashMap::default(),
             runtime: None,
+            probe_locals: None,
         }
     }
 
@@ -95,6 +97,16 @@ impl<'a> PoolEdit<'a> {
         }
         self.runtime = Some(refs);
         refs
+    }
+
+    /// Utf8 entries naming the probe locals in LocalVariableTables: `lucce$ctx`, `lucce$ver`, `J`.
+    pub fn probe_local_names(&mut self) -> (u16, u16, u16) {
+        if let Some(n) = self.probe_locals {
+            return n;
+        }
+        let n = (self.app.utf8(b"lucce$ctx"), self.app.utf8(b"lucce$ver"), self.app.utf8(b"J"));
+        self.probe_locals = Some(n);
+        n
     }
 
     pub fn integer(&mut self, v: i32) -> u16 {

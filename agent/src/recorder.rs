@@ -1,0 +1,650 @@
+//! Record mode (`out=DIR`): the encoder and the store inside the JVM.
+//!
+//! The probes of `lucce/Runtime` call the natives below: `call0` before an invoke leaves the
+//! caller's ⟨site, c, v⟩ in the thread's *pending* record; `enter0` at the callee's first
+//! instruction takes it and runs Algorithm 1 (the encoder's lock-free cache answers in steady
+//! state); `version0` hands back the version of that result.
+//!
+//! # Which frame called me: the pending record and the stack walk
+//! The pending record is trusted without a look at the stack only for a ⟨site, callee⟩ pair the
+//! encoder already knows (its cache, or an existing edge). A pair is first admitted by a *stack
+//! walk* (JVMTI GetStackTrace), the slow path, which also handles every entry without a usable
+//! pending record: upcalls the JVM makes itself (class loading, `<clinit>`, finalizers, JNI
+//! callbacks, reflection through native accessors), and thread starts. The walk goes down from
+//! the callee past frames lucce cannot see (native methods, hidden classes, excluded or
+//! unrewritable methods) to the first instrumented frame F, reads F's context from its two probe
+//! locals (GetLocalLong) and F's current bytecode index. If F is at an invoke and the pending
+//! record is F's own (same method, same context), the edge uses the pending site; otherwise the
+//! edge uses a *location site* for F's current instruction, whose line is the line HotSpot
+//! prints for it. A walk that meets an obsolete method (a frame entered before its class was
+//! rewritten) stops there: the context starts at the truncated root. A walk that runs out of
+//! frames: the thread root.
+//!
+//! So a stale pending record (its call went to a native method and returned, or threw) never
+//! attaches an upcall to a returned frame: the pair ⟨stale site, upcall target⟩ is not known, so
+//! the walk decides, and the walk only looks at live frames. The one way a stale record could be
+//! trusted is a pair that is also a real direct call (a virtual call site that dispatches both to
+//! a native override and to an instrumented method of the same name and descriptor, followed,
+//! before the caller's next probe, by an upcall of that same method); the upcalls the JVM makes
+//! from bytecode (`<clinit>`, `loadClass`, exception constructors) cannot be such targets.
+//!
+//! # Events
+//! `Lucce.mark`, `Lucce.context` and samples (`sample=N`) go into per-thread buffers that a
+//! flusher thread hands to the store writer every 200 ms; thread end and VM death flush too.
+//! With `verify=N` every Nth event of a thread also keeps the stack `Throwable` shows, taken by
+//! calling `Runtime.truth()` with the thread's probes switched off.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::Duration;
+
+use lucce_encoder::{Context, Encoder, EncoderConfig, MethodId, MethodMeta, SiteId, SiteKind, SiteMeta};
+use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHandle, WriterOptions, WriterReport};
+use rustc_hash::FxHashMap;
+
+use crate::diag;
+use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod};
+use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
+
+/// Events a thread buffers before handing them to the writer.
+const BUFFER_EVENTS: usize = 1024;
+/// How often the flusher hands every thread's buffer to the writer.
+const FLUSH_EVERY: Duration = Duration::from_millis(200);
+/// Frames fetched per GetStackTrace call of a walk (a walk usually stops within a few).
+const WALK_CHUNK: usize = 64;
+
+/// What a stack frame's method is to the walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrameKind {
+    /// Rewritten and entered through its entry probe: method id, slot of its CTX local.
+    Instrumented { id: u32, ctx_slot: jint },
+    /// lucce's own classes (the probe and API natives on top of the stack).
+    Lucce,
+    /// Native methods, hidden classes, excluded or unrewritable methods: invisible to lucce.
+    Invisible,
+    /// A method replaced by the rewrite while this frame was running: nothing below is known.
+    Obsolete,
+}
+
+/// Who called: the frame's site and context, or a virtual root.
+#[derive(Debug, Clone, Copy)]
+enum Caller {
+    Frame { site: u32, ctx: Context },
+    Thread,
+    Truncated,
+}
+
+#[derive(Debug, Default)]
+pub struct RecorderStats {
+    pub events: AtomicU64,
+    pub walks: AtomicU64,
+    pub location_sites: AtomicU64,
+    pub truncated: AtomicU64,
+    pub errors: AtomicU64,
+    pub tokens: AtomicU64,
+}
+
+type EventBuffer = Arc<Mutex<Vec<EventRecord>>>;
+
+pub struct Recorder {
+    jvmti: Jvmti,
+    encoder: Encoder<WriterHandle>,
+    handle: WriterHandle,
+    writer: Mutex<Option<StoreWriter>>,
+    pub out: PathBuf,
+    sample: u64,
+    verify: u64,
+    frames: RwLock<FxHashMap<usize, FrameKind>>,
+    /// ⟨method, location⟩ → location site; location -1 is unused.
+    location_sites: Mutex<FxHashMap<(u32, i64), u32>>,
+    /// method → the location site of its entry probe (sample events).
+    entry_sites: Mutex<FxHashMap<u32, u32>>,
+    tokens: Mutex<FxHashMap<(u32, u64, u64), u64>>,
+    /// Sites that call the lucce API (the pending record is trusted by the API natives only
+    /// when it comes from one: the first call of a site may resolve classes in between).
+    api_sites: RwLock<rustc_hash::FxHashSet<u32>>,
+    buffers: Mutex<Vec<Weak<Mutex<Vec<EventRecord>>>>>,
+    /// Global reference to `lucce/Runtime` and its static helpers (set at VMInit).
+    runtime: Mutex<Option<RuntimeHelpers>>,
+    closed: AtomicBool,
+    pub stats: RecorderStats,
+}
+
+#[derive(Clone, Copy)]
+struct RuntimeHelpers {
+    class: usize,
+    truth: usize,
+    thread_name: usize,
+}
+
+/// Per-thread state. The natives of one thread never run inside each other except through
+/// `Runtime.truth()`/`threadName()`, during which `busy` turns the probes off.
+struct ThreadState {
+    pending_site: Cell<u32>,
+    pending_c: Cell<u64>,
+    pending_v: Cell<u64>,
+    pending_valid: Cell<bool>,
+    last_v: Cell<u64>,
+    busy: Cell<bool>,
+    entries: Cell<u64>,
+    events: Cell<u64>,
+    thread: Cell<Option<u32>>,
+    buffer: RefCell<Option<EventBuffer>>,
+    stack: RefCell<Vec<FrameInfo>>,
+}
+
+thread_local! {
+    static TLS: ThreadState = const {
+        ThreadState {
+            pending_site: Cell::new(0),
+            pending_c: Cell::new(0),
+            pending_v: Cell::new(0),
+            pending_valid: Cell::new(false),
+            last_v: Cell::new(0),
+            busy: Cell::new(false),
+            entries: Cell::new(0),
+            events: Cell::new(0),
+            thread: Cell::new(None),
+            buffer: RefCell::new(None),
+            stack: RefCell::new(Vec::new()),
+        }
+    };
+}
+
+/// The pending call-site record of this thread, taken (a record is used at most once).
+fn take_pending() -> Option<(u32, Context)> {
+    TLS.with(|t| {
+        t.pending_valid.replace(false).then(|| (t.pending_site.get(), Context { c: t.pending_c.get(), v: t.pending_v.get() }))
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The line HotSpot prints for `location`: the entry starting exactly there, else the last of
+/// the entries with the greatest start below it; -1 without one (Method::line_number_from_bci).
+pub fn hotspot_line(table: &[crate::jvmti::LineNumberEntry], location: i64) -> i32 {
+    let (mut best_start, mut best_line) = (0i64, -1);
+    for e in table {
+        if e.start_location == location {
+            return e.line_number;
+        }
+        if e.start_location < location && e.start_location >= best_start {
+            best_start = e.start_location;
+            best_line = e.line_number;
+        }
+    }
+    best_line
+}
+
+fn dotted(internal: &str) -> String {
+    internal.replace('/', ".")
+}
+
+impl Recorder {
+    /// Creates the store and the encoder; the registry's published classes flow into both.
+    pub fn create(jvmti: Jvmti, out: PathBuf, sample: u64, verify: u64) -> Result<Recorder, String> {
+        let writer = StoreWriter::create(&out, WriterOptions::default()).map_err(|e| format!("cannot create the store {}: {e}", out.display()))?;
+        let handle = writer.handle();
+        let encoder = Encoder::new(EncoderConfig::default(), handle.clone());
+        Ok(Recorder {
+            jvmti,
+            encoder,
+            handle,
+            writer: Mutex::new(Some(writer)),
+            out,
+            sample,
+            verify,
+            frames: RwLock::new(FxHashMap::default()),
+            location_sites: Mutex::new(FxHashMap::default()),
+            entry_sites: Mutex::new(FxHashMap::default()),
+            tokens: Mutex::new(FxHashMap::default()),
+            api_sites: RwLock::new(Default::default()),
+            buffers: Mutex::new(Vec::new()),
+            runtime: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            stats: RecorderStats::default(),
+        })
+    }
+
+    /// The registry that numbers methods and sites after the encoder's virtual roots.
+    pub fn registry(&self) -> Registry {
+        let (m, s) = self.encoder.next_ids();
+        Registry::starting_at(m.0, s.0)
+    }
+
+    /// A class's methods and sites, as the rewriter registered them (the publish sink).
+    pub fn define(&self, methods: &[(u32, MethodRecord)], sites: &[(u32, SiteRecord)]) {
+        for (id, m) in methods {
+            let meta = MethodMeta {
+                class: dotted(&m.class),
+                name: m.name.to_string(),
+                descriptor: m.descriptor.to_string(),
+                source_file: m.source_file.as_deref().map(str::to_string),
+                access_flags: m.access_flags,
+            };
+            if let Err(e) = self.encoder.define_method(MethodId(*id), &meta) {
+                self.error(format_args!("method {id}: {e}"));
+            }
+        }
+        let api: Vec<u32> = sites.iter().filter(|(_, s)| s.api).map(|(id, _)| *id).collect();
+        if !api.is_empty() {
+            self.api_sites.write().unwrap_or_else(|e| e.into_inner()).extend(api);
+        }
+        for (id, s) in sites {
+            let kind = match s.kind {
+                SiteKindTag::Call => SiteKind::Call,
+                SiteKindTag::Alloc => SiteKind::Alloc,
+            };
+            let meta = SiteMeta { method: MethodId(s.method), kind, bci: s.bci, line: s.line };
+            if let Err(e) = self.encoder.define_site(SiteId(*id), &meta) {
+                self.error(format_args!("site {id}: {e}"));
+            }
+        }
+    }
+
+    fn error(&self, what: std::fmt::Arguments<'_>) {
+        if self.stats.errors.fetch_add(1, Ordering::Relaxed) < 20 {
+            diag!(Error, "recorder: {what}");
+        }
+    }
+
+    /// VMInit: the runtime class is defined; registers the natives of both classes and starts
+    /// the flusher.
+    pub fn on_vm_init(&'static self, jni: Jni, runtime: jclass, api: jclass) -> Result<(), &'static str> {
+        let runtime_natives = [
+            NativeMethod { name: c"enter0".as_ptr(), signature: c"(I)J".as_ptr(), fn_ptr: enter0 as *mut c_void },
+            NativeMethod { name: c"version0".as_ptr(), signature: c"()J".as_ptr(), fn_ptr: version0 as *mut c_void },
+            NativeMethod { name: c"call0".as_ptr(), signature: c"(IJJ)V".as_ptr(), fn_ptr: call0 as *mut c_void },
+        ];
+        if !jni.register_natives(runtime, &runtime_natives) {
+            return Err("lucce/Runtime");
+        }
+        let api_natives = [
+            NativeMethod { name: c"mark".as_ptr(), signature: c"(Ljava/lang/String;)V".as_ptr(), fn_ptr: mark as *mut c_void },
+            NativeMethod { name: c"context".as_ptr(), signature: c"()J".as_ptr(), fn_ptr: context as *mut c_void },
+        ];
+        if !jni.register_natives(api, &api_natives) {
+            return Err("lucce/Lucce");
+        }
+        let truth = jni.static_method_id(runtime, c"truth", c"()Ljava/lang/String;");
+        let thread_name = jni.static_method_id(runtime, c"threadName", c"()Ljava/lang/String;");
+        let class = jni.new_global_ref(runtime);
+        if !class.is_null() && !truth.is_null() && !thread_name.is_null() {
+            *lock(&self.runtime) = Some(RuntimeHelpers { class: class as usize, truth: truth as usize, thread_name: thread_name as usize });
+        }
+        let spawned = std::thread::Builder::new().name("lucce-flusher".into()).spawn(move || {
+            while !self.closed.load(Ordering::Acquire) {
+                std::thread::sleep(FLUSH_EVERY);
+                self.drain_all();
+            }
+        });
+        if let Err(e) = spawned {
+            diag!(Warn, "no flusher thread ({e}): events are written at thread end and exit only");
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Entry
+
+    fn enter(&self, env: Jni, method: u32) -> Context {
+        let callee = MethodId(method);
+        let ctx = match take_pending() {
+            Some((site, caller)) => match self.encoder.enter_cached(SiteId(site), caller, callee) {
+                Some(ctx) => Ok(ctx),
+                None if self.encoder.has_edge(SiteId(site), callee) => self.encoder.enter(SiteId(site), caller, callee),
+                None => self.enter_by_walk(callee, Some((site, caller))),
+            },
+            None => self.enter_by_walk(callee, None),
+        };
+        let ctx = ctx.unwrap_or_else(|e| {
+            self.error(format_args!("entering method {method}: {e}"));
+            self.encoder.enter_truncated(callee).unwrap_or_default()
+        });
+        if self.sample != 0 {
+            let n = TLS.with(|t| {
+                let n = t.entries.get() + 1;
+                t.entries.set(n);
+                n
+            });
+            if n % self.sample == 0 {
+                if let Some(site) = self.entry_site(method) {
+                    self.record(env, EventKind::Sample, site, ctx, None);
+                }
+            }
+        }
+        ctx
+    }
+
+    /// The slow path of an entry: find the caller on the stack.
+    fn enter_by_walk(&self, callee: MethodId, pending: Option<(u32, Context)>) -> Result<Context, lucce_encoder::EncodeError> {
+        self.stats.walks.fetch_add(1, Ordering::Relaxed);
+        let caller = self.walk(pending, Some(callee.0));
+        match caller {
+            Caller::Frame { site, ctx } => self.encoder.enter(SiteId(site), ctx, callee),
+            Caller::Thread => self.encoder.enter_thread(callee),
+            Caller::Truncated => {
+                self.stats.truncated.fetch_add(1, Ordering::Relaxed);
+                self.encoder.enter_truncated(callee)
+            }
+        }
+    }
+
+    /// Walks the current thread's stack below lucce's own frames. With `callee`, the first
+    /// visible frame is that method being entered: its jmethodID is learned and it is skipped.
+    fn walk(&self, pending: Option<(u32, Context)>, callee: Option<u32>) -> Caller {
+        TLS.with(|t| {
+            let mut stack = t.stack.borrow_mut();
+            let mut start = 0;
+            let mut callee_done = callee.is_none();
+            loop {
+                if self.jvmti.current_stack(start as jint, WALK_CHUNK, &mut stack).is_err() {
+                    return Caller::Truncated;
+                }
+                for (i, f) in stack.iter().enumerate() {
+                    let kind = self.frame_kind(f.method);
+                    if kind == FrameKind::Lucce {
+                        continue;
+                    }
+                    if !callee_done {
+                        callee_done = true;
+                        if let Some(id) = callee {
+                            self.learn(f.method, id);
+                        }
+                        continue;
+                    }
+                    match kind {
+                        FrameKind::Instrumented { id, ctx_slot } => {
+                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending)
+                        }
+                        FrameKind::Obsolete => return Caller::Truncated,
+                        FrameKind::Invisible | FrameKind::Lucce => {}
+                    }
+                }
+                if stack.len() < WALK_CHUNK {
+                    return Caller::Thread;
+                }
+                start += stack.len();
+            }
+        })
+    }
+
+    /// The caller frame found by a walk: its context from its probe locals, and its site.
+    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>) -> Caller {
+        let c = self.jvmti.local_long(depth, ctx_slot);
+        let v = self.jvmti.local_long(depth, ctx_slot + 2);
+        let (Ok(c), Ok(v)) = (c, v) else {
+            self.error(format_args!("cannot read the context locals of method {id} at depth {depth} slot {ctx_slot}: {:?}", (c, v)));
+            return Caller::Truncated;
+        };
+        let ctx = Context { c: c as u64, v: v as u64 };
+        let at_invoke = matches!(self.jvmti.opcode_at(f.method, f.location), Ok(Some(0xB6..=0xBA)));
+        if let Some((site, pc)) = pending {
+            if at_invoke && pc == ctx && crate::hook::site_method(site) == Some(id) {
+                return Caller::Frame { site, ctx };
+            }
+        }
+        match self.location_site(id, f.method, f.location) {
+            Some(site) => Caller::Frame { site, ctx },
+            None => Caller::Truncated,
+        }
+    }
+
+    /// What a frame's method is (cached by jmethodID; instrumented methods are learned at entry).
+    fn frame_kind(&self, m: jmethodID) -> FrameKind {
+        if let Some(&k) = self.frames.read().unwrap_or_else(|e| e.into_inner()).get(&(m as usize)) {
+            return k;
+        }
+        let kind = self.classify(m);
+        self.frames.write().unwrap_or_else(|e| e.into_inner()).entry(m as usize).or_insert(kind);
+        kind
+    }
+
+    fn classify(&self, m: jmethodID) -> FrameKind {
+        let j = self.jvmti;
+        if let Ok(class) = j.method_declaring_class(m) {
+            let sig = j.class_signature(class).unwrap_or_default();
+            if sig.starts_with("Llucce/") {
+                return FrameKind::Lucce;
+            }
+        }
+        if j.is_method_obsolete(m).unwrap_or(false) {
+            return FrameKind::Obsolete;
+        }
+        FrameKind::Invisible
+    }
+
+    /// Records that frames of `m` belong to the instrumented method `id`.
+    fn learn(&self, m: jmethodID, id: u32) {
+        let Ok(max) = self.jvmti.max_locals(m) else { return };
+        let kind = FrameKind::Instrumented { id, ctx_slot: max - 4 };
+        self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(m as usize, kind);
+    }
+
+    /// The jmethodID and current location of the innermost non-lucce frame.
+    fn top_frame(&self) -> Option<(jmethodID, i64)> {
+        TLS.with(|t| {
+            let mut stack = t.stack.borrow_mut();
+            self.jvmti.current_stack(0, WALK_CHUNK, &mut stack).ok()?;
+            stack.iter().find(|f| self.frame_kind(f.method) != FrameKind::Lucce).map(|f| (f.method, f.location))
+        })
+    }
+
+    /// The location site of ⟨method, location⟩ (created once).
+    fn location_site(&self, method: u32, jm: jmethodID, location: i64) -> Option<u32> {
+        let mut sites = lock(&self.location_sites);
+        if let Some(&s) = sites.get(&(method, location)) {
+            return Some(s);
+        }
+        let line = self.jvmti.line_table(jm).map(|t| hotspot_line(&t, location)).unwrap_or(-1);
+        let id = crate::hook::reserve_site()?;
+        let meta = SiteMeta { method: MethodId(method), kind: SiteKind::Call, bci: location.max(0) as u32, line };
+        if let Err(e) = self.encoder.define_site(SiteId(id), &meta) {
+            self.error(format_args!("location site of method {method}: {e}"));
+            return None;
+        }
+        self.stats.location_sites.fetch_add(1, Ordering::Relaxed);
+        sites.insert((method, location), id);
+        Some(id)
+    }
+
+    /// The site of sample events of `method`: its entry probe's location.
+    fn entry_site(&self, method: u32) -> Option<u32> {
+        if let Some(&s) = lock(&self.entry_sites).get(&method) {
+            return Some(s);
+        }
+        let (jm, location) = self.top_frame()?;
+        let site = self.location_site(method, jm, location)?;
+        lock(&self.entry_sites).insert(method, site);
+        Some(site)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Events
+
+    /// The site and context of the frame that called a lucce API native.
+    fn api_caller(&self) -> Caller {
+        match take_pending() {
+            Some((site, ctx)) if self.api_sites.read().unwrap_or_else(|e| e.into_inner()).contains(&site) => Caller::Frame { site, ctx },
+            _ => self.walk(None, None),
+        }
+    }
+
+    fn mark(&self, env: Jni, label: Option<String>) {
+        match self.api_caller() {
+            Caller::Frame { site, ctx } => self.record(env, EventKind::Mark, site, ctx, label),
+            _ => self.error(format_args!("Lucce.mark called with no instrumented caller")),
+        }
+    }
+
+    fn context(&self) -> u64 {
+        let Caller::Frame { site, ctx } = self.api_caller() else { return 0 };
+        let mut tokens = lock(&self.tokens);
+        let next = tokens.len() as u64 + 1;
+        let token = *tokens.entry((site, ctx.c, ctx.v)).or_insert(next);
+        if token == next {
+            self.stats.tokens.fetch_add(1, Ordering::Relaxed);
+            self.handle.token(token, site, ctx.c, ctx.v);
+        }
+        token
+    }
+
+    fn record(&self, env: Jni, kind: EventKind, site: u32, ctx: Context, label: Option<String>) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(thread) = self.thread_id(env) else { return };
+        let n = TLS.with(|t| {
+            let n = t.events.get() + 1;
+            t.events.set(n);
+            n
+        });
+        let truth = (self.verify != 0 && n % self.verify == 0).then(|| self.truth(env)).flatten();
+        let e = EventRecord { thread, kind, site, c: ctx.c, v: ctx.v, label, truth };
+        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        TLS.with(|t| {
+            let mut b = t.buffer.borrow_mut();
+            let buf = b.get_or_insert_with(|| {
+                let buf: EventBuffer = Arc::new(Mutex::new(Vec::with_capacity(BUFFER_EVENTS)));
+                lock(&self.buffers).push(Arc::downgrade(&buf));
+                buf
+            });
+            let mut v = lock(buf);
+            v.push(e);
+            if v.len() >= BUFFER_EVENTS {
+                self.handle.events(std::mem::take(&mut *v));
+            }
+        });
+    }
+
+    /// Calls a `String` helper of `lucce/Runtime` with this thread's probes off.
+    fn call_helper(&self, env: Jni, pick: impl Fn(&RuntimeHelpers) -> usize) -> Option<String> {
+        let h = (*lock(&self.runtime))?;
+        let was_busy = TLS.with(|t| t.busy.replace(true));
+        let s = env.call_static_object_noargs(h.class as jclass, pick(&h) as jmethodID);
+        let text = env.string(s);
+        env.delete_local_ref(s);
+        TLS.with(|t| t.busy.set(was_busy));
+        text
+    }
+
+    fn thread_id(&self, env: Jni) -> Option<u32> {
+        if let Some(id) = TLS.with(|t| t.thread.get()) {
+            return Some(id);
+        }
+        let name = self.call_helper(env, |h| h.thread_name).unwrap_or_else(|| "?".into());
+        let id = self.handle.thread(&name);
+        TLS.with(|t| t.thread.set(Some(id)));
+        Some(id)
+    }
+
+    /// The stack `Throwable` shows here, minus what lucce cannot see by its rule: lucce's own
+    /// frames and native methods (hidden frames are omitted by the JVM already).
+    fn truth(&self, env: Jni) -> Option<Vec<TruthFrame>> {
+        let text = self.call_helper(env, |h| h.truth)?;
+        let frames = text
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.split('\t');
+                let (class, method, file, line) = (p.next()?, p.next()?, p.next()?, p.next()?.parse::<i32>().ok()?);
+                (!class.starts_with("lucce.") && line != -2).then(|| TruthFrame {
+                    class: class.to_string(),
+                    method: method.to_string(),
+                    file: (!file.is_empty()).then(|| file.to_string()),
+                    line,
+                })
+            })
+            .collect();
+        Some(frames)
+    }
+
+    /// Hands every thread's buffered events to the writer.
+    fn drain_all(&self) {
+        let mut list = lock(&self.buffers);
+        list.retain(|w| match w.upgrade() {
+            Some(buf) => {
+                let batch = std::mem::take(&mut *lock(&buf));
+                self.handle.events(batch);
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// Thread end: this thread's events go to the writer now.
+    pub fn thread_end(&self) {
+        TLS.with(|t| {
+            if let Some(buf) = t.buffer.borrow_mut().take() {
+                self.handle.events(std::mem::take(&mut *lock(&buf)));
+            }
+        });
+    }
+
+    /// VM death: every buffer, then the store is committed and closed. Later events are dropped.
+    pub fn close(&self) -> Option<WriterReport> {
+        self.drain_all();
+        self.closed.store(true, Ordering::Release);
+        self.drain_all();
+        let writer = lock(&self.writer).take()?;
+        match writer.close() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("lucce-agent: closing the store {} failed: {e}", self.out.display());
+                None
+            }
+        }
+    }
+
+    pub fn encoder_stats(&self) -> lucce_encoder::EncoderStats {
+        self.encoder.stats()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Natives (registered with RegisterNatives at VMInit). Nothing unwinds into the JVM.
+
+fn with_recorder<R>(default: R, f: impl FnOnce(&'static Recorder) -> R) -> R {
+    if TLS.try_with(|t| t.busy.get()).unwrap_or(true) {
+        return default;
+    }
+    let Some(r) = crate::hook::recorder() else { return default };
+    catch_unwind(AssertUnwindSafe(|| f(r))).unwrap_or(default)
+}
+
+extern "C" fn enter0(env: *mut JniEnv, _cls: jclass, method: jint) -> jlong {
+    let ctx = with_recorder(Context::default(), |r| r.enter(Jni(env), method as u32));
+    let _ = TLS.try_with(|t| t.last_v.set(ctx.v));
+    ctx.c as jlong
+}
+
+extern "C" fn version0(_env: *mut JniEnv, _cls: jclass) -> jlong {
+    TLS.try_with(|t| t.last_v.get()).unwrap_or(0) as jlong
+}
+
+extern "C" fn call0(_env: *mut JniEnv, _cls: jclass, site: jint, c: jlong, v: jlong) {
+    let _ = TLS.try_with(|t| {
+        if !t.busy.get() {
+            t.pending_site.set(site as u32);
+            t.pending_c.set(c as u64);
+            t.pending_v.set(v as u64);
+            t.pending_valid.set(true);
+        }
+    });
+}
+
+extern "C" fn mark(env: *mut JniEnv, _cls: jclass, label: jstring) {
+    with_recorder((), |r| {
+        let label = Jni(env).string(label);
+        r.mark(Jni(env), label)
+    })
+}
+
+extern "C" fn context(_env: *mut JniEnv, _cls: jclass) -> jlong {
+    with_recorder(0, |r| r.context()) as jlong
+}
