@@ -273,7 +273,13 @@ fn cmd_verify(path: &Path, show: usize) -> anyhow::Result<ExitCode> {
             Err(e) => println!("  decoded: error: {e}"),
         }
     }
-    println!("{} events, {} verified, {} mismatches or undecodable", report.events, report.checked, report.mismatches.len());
+    println!(
+        "{} events, {} verified ({} truncated at the bottom, compared as the top of the JVM's stack), {} mismatches or undecodable",
+        report.events,
+        report.checked,
+        report.truncated,
+        report.mismatches.len()
+    );
     if report.checked == 0 {
         eprintln!("lucce: note: no event in {} carries a runtime stack (record with verify=N)", path.display());
     }

@@ -1,6 +1,6 @@
 //! Comparing the stacks a runtime saw (kept with verify-mode events) with decoded ones.
 
-use lucce_decoder::{ContextDecoder, DecodeError, Graph};
+use lucce_decoder::{Bottom, ContextDecoder, DecodeError, Graph};
 use lucce_log_format::{StoreReader, TruthFrame};
 
 /// One event whose decoded trace differs from the one the runtime saw.
@@ -17,6 +17,8 @@ pub struct Mismatch {
 pub struct VerifyReport {
     pub events: u64,
     pub checked: u64,
+    /// Checked events whose decoded stack is truncated at the bottom (compared as a prefix).
+    pub truncated: u64,
     pub mismatches: Vec<Mismatch>,
 }
 
@@ -28,15 +30,27 @@ pub fn verify_store(store: &StoreReader, graph: &Graph, mut progress: impl FnMut
         let (seq, ev) = item?;
         report.events += 1;
         progress(seq);
-        let decoded = dec.decode(ev.site, ev.c, ev.v).map(|ctx| crate::render::truth_frames(&dec, ctx)).map_err(|e| e.to_string());
+        let decoded = dec
+            .decode(ev.site, ev.c, ev.v)
+            .map(|ctx| (crate::render::truth_frames(&dec, ctx), dec.bottom(ctx) == Bottom::Truncated))
+            .map_err(|e| e.to_string());
         match ev.truth {
             Some(expected) => {
                 report.checked += 1;
-                if decoded.as_ref() != Ok(&expected) {
+                // A truncated stack (its bottom predates the agent) must be exactly the top of
+                // the runtime's stack; any other stack must be all of it.
+                let ok = match &decoded {
+                    Ok((frames, true)) => frames.len() < expected.len() && expected.starts_with(frames),
+                    Ok((frames, false)) => *frames == expected,
+                    Err(_) => false,
+                };
+                report.truncated += matches!(decoded, Ok((_, true))) as u64;
+                let decoded = decoded.map(|(f, _)| f);
+                if !ok {
                     report.mismatches.push(Mismatch { seq, expected: Some(expected), decoded });
                 }
             }
-            None if decoded.is_err() => report.mismatches.push(Mismatch { seq, expected: None, decoded }),
+            None if decoded.is_err() => report.mismatches.push(Mismatch { seq, expected: None, decoded: decoded.map(|(f, _)| f) }),
             None => {}
         }
     }

@@ -81,6 +81,11 @@ pub fn site_method(site: u32) -> Option<u32> {
     t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| s.method)
 }
 
+/// Whether the options instrument this class (internal name).
+pub fn class_wanted(internal: &str) -> bool {
+    agent().is_some_and(|a| a.options.wants(internal))
+}
+
 /// A fresh site id from the same sequence as the rewriter's.
 pub fn reserve_site() -> Option<u32> {
     Some(agent()?.registry.reserve_site())
@@ -269,6 +274,9 @@ impl Agent {
                 stats.methods_rewritten += cs.methods_rewritten as u64;
                 for (method, reason) in &cs.skipped {
                     diag!(Info, "{}.{method} skipped: {reason:?}", cs.class_name);
+                    if let Some(r) = self.recorder {
+                        r.unrewritten(&cs.class_name, method);
+                    }
                     stats.skipped(&cs.class_name, method, format!("{reason:?}"));
                 }
                 match new {

@@ -81,10 +81,12 @@ impl Default for Options {
     }
 }
 
-/// Classes that are never instrumented whatever the options say: the runtime class itself and the
-/// `Unsafe` classes its probes call (an instrumented `Unsafe.getAndAddLong` would call back into
-/// the probe that called it, forever).
-const ALWAYS_EXCLUDED: &[&str] = &["lucce.*", "sun.misc.Unsafe", "jdk.internal.misc.Unsafe"];
+/// Classes that are never instrumented whatever the options say: the runtime class itself.
+const ALWAYS_EXCLUDED: &[&str] = &["lucce.*"];
+/// Also excluded when the probes count (no `out=`): the `Unsafe` classes the counting probes
+/// call (an instrumented `Unsafe.getLong` would call back into the probe that called it,
+/// forever). In record mode the probes call natives, and these frames show in traces.
+const EXCLUDED_WHEN_COUNTING: &[&str] = &["sun.misc.Unsafe", "jdk.internal.misc.Unsafe"];
 
 impl Options {
     pub fn parse(s: &str) -> Result<Options, OptionsError> {
@@ -133,6 +135,9 @@ impl Options {
     pub fn wants(&self, class: &str) -> bool {
         let dotted = dotted(class);
         if ALWAYS_EXCLUDED.iter().any(|p| glob(p.as_bytes(), dotted.as_bytes())) {
+            return false;
+        }
+        if self.out.is_none() && EXCLUDED_WHEN_COUNTING.iter().any(|p| glob(p.as_bytes(), dotted.as_bytes())) {
             return false;
         }
         if !self.include.is_empty() && !self.include.iter().any(|p| p.matches_dotted(&dotted)) {

@@ -107,6 +107,8 @@ pub struct Recorder {
     /// Sites that call the lucce API (the pending record is trusted by the API natives only
     /// when it comes from one: the first call of a site may resolve classes in between).
     api_sites: RwLock<rustc_hash::FxHashSet<u32>>,
+    /// `class.name(desc)` of methods the rewriter left alone: invisible frames.
+    unrewritten: RwLock<rustc_hash::FxHashSet<String>>,
     buffers: Mutex<Vec<Weak<Mutex<Vec<EventRecord>>>>>,
     /// Global reference to `lucce/Runtime` and its static helpers (set at VMInit).
     runtime: Mutex<Option<RuntimeHelpers>>,
@@ -205,6 +207,7 @@ impl Recorder {
             entry_sites: Mutex::new(FxHashMap::default()),
             tokens: Mutex::new(FxHashMap::default()),
             api_sites: RwLock::new(Default::default()),
+            unrewritten: RwLock::new(Default::default()),
             buffers: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
             closed: AtomicBool::new(false),
@@ -406,18 +409,39 @@ impl Recorder {
         kind
     }
 
+    /// A method never learned at entry: lucce's own, invisible by the rule (native, hidden class,
+    /// `@Hidden`, excluded class, left unrewritten), or a frame that runs code from before the
+    /// rewrite (obsolete, or unknown): the walk stops there, honestly truncated.
     fn classify(&self, m: jmethodID) -> FrameKind {
         let j = self.jvmti;
-        if let Ok(class) = j.method_declaring_class(m) {
-            let sig = j.class_signature(class).unwrap_or_default();
-            if sig.starts_with("Llucce/") {
-                return FrameKind::Lucce;
-            }
+        // The class is a local reference, freed when the native that walks returns.
+        let sig = j.method_declaring_class(m).and_then(|c| j.class_signature(c));
+        let Ok(sig) = sig else { return FrameKind::Obsolete };
+        if sig.starts_with("Llucce/") {
+            return FrameKind::Lucce;
         }
-        if j.is_method_obsolete(m).unwrap_or(false) {
+        if j.is_method_native(m).unwrap_or(false) {
+            return FrameKind::Invisible;
+        }
+        if j.is_method_obsolete(m).unwrap_or(true) {
             return FrameKind::Obsolete;
         }
-        FrameKind::Invisible
+        let class = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')).unwrap_or(&sig);
+        // A hidden class's signature is `Lname.suffix;` (JVMTI GetClassSignature).
+        if class.contains('.') || !crate::hook::class_wanted(class) {
+            return FrameKind::Invisible;
+        }
+        let Ok((name, desc)) = j.method_name(m) else { return FrameKind::Obsolete };
+        let key = format!("{class}.{name}{desc}");
+        if self.unrewritten.read().unwrap_or_else(|e| e.into_inner()).contains(&key) {
+            return FrameKind::Invisible;
+        }
+        FrameKind::Obsolete
+    }
+
+    /// A method the rewriter left alone (`class` internal name, `method` = name + descriptor).
+    pub fn unrewritten(&self, class: &str, method: &str) {
+        self.unrewritten.write().unwrap_or_else(|e| e.into_inner()).insert(format!("{class}.{method}"));
     }
 
     /// Records that frames of `m` belong to the instrumented method `id`.

@@ -200,6 +200,8 @@ pub(crate) struct Method {
     pub code: Option<AttrSpan>,
     /// More than one Code attribute: malformed, left alone.
     pub dup_code: bool,
+    /// Annotated `@Hidden` (left out of stack traces by the JVM).
+    pub hidden: bool,
 }
 
 pub(crate) struct ClassFile<'a> {
@@ -295,12 +297,19 @@ impl<'a> ClassFile<'a> {
             let desc = r.u2().ok_or(malformed("truncated method"))?;
             let mut code = None;
             let mut dup_code = false;
+            let mut hidden = false;
             for_each_attr(&mut r, |n, span| {
-                if cp.utf8(n) == Some(b"Code") {
-                    if code.is_some() {
-                        dup_code = true;
+                match cp.utf8(n) {
+                    Some(b"Code") => {
+                        if code.is_some() {
+                            dup_code = true;
+                        }
+                        code = Some(span);
                     }
-                    code = Some(span);
+                    Some(b"RuntimeVisibleAnnotations") => {
+                        hidden |= bytes.get(span.info.clone()).is_some_and(|a| annotated_hidden(a, &cp));
+                    }
+                    _ => {}
                 }
                 Ok(())
             })?;
@@ -310,6 +319,7 @@ impl<'a> ClassFile<'a> {
                 desc,
                 code,
                 dup_code,
+                hidden,
             });
         }
         let mut source_file = None;
@@ -458,4 +468,53 @@ pub(crate) fn assemble(
     }
     out.extend_from_slice(orig.get(pos..)?);
     Some(out)
+}
+
+/// Whether a RuntimeVisibleAnnotations attribute holds `@Hidden` (`jdk.internal.vm.annotation`
+/// or `LambdaForm$Hidden`): the JVM leaves such methods out of stack traces.
+fn annotated_hidden(attr: &[u8], cp: &ConstPool<'_>) -> bool {
+    let mut r = Reader::new(attr, 0);
+    let Some(n) = r.u2() else { return false };
+    for _ in 0..n {
+        let Some(ty) = r.u2() else { return false };
+        if matches!(cp.utf8(ty), Some(b"Ljdk/internal/vm/annotation/Hidden;") | Some(b"Ljava/lang/invoke/LambdaForm$Hidden;")) {
+            return true;
+        }
+        if skip_annotation_pairs(&mut r, 0).is_none() {
+            return false;
+        }
+    }
+    false
+}
+
+/// Skips the element-value pairs of an annotation whose type index was just read.
+fn skip_annotation_pairs(r: &mut Reader<'_>, depth: u32) -> Option<()> {
+    let pairs = r.u2()?;
+    for _ in 0..pairs {
+        r.u2()?;
+        skip_element_value(r, depth + 1)?;
+    }
+    Some(())
+}
+
+fn skip_element_value(r: &mut Reader<'_>, depth: u32) -> Option<()> {
+    if depth > 64 {
+        return None;
+    }
+    match r.u1()? {
+        b'B' | b'C' | b'D' | b'F' | b'I' | b'J' | b'S' | b'Z' | b's' | b'c' => r.skip(2),
+        b'e' => r.skip(4),
+        b'@' => {
+            r.u2()?;
+            skip_annotation_pairs(r, depth)
+        }
+        b'[' => {
+            let n = r.u2()?;
+            for _ in 0..n {
+                skip_element_value(r, depth + 1)?;
+            }
+            Some(())
+        }
+        _ => None,
+    }
 }

@@ -91,6 +91,9 @@ pub enum SkipReason {
     TooManyStackSlots,
     /// The class has more than one Code attribute for this method.
     DuplicateCode,
+    /// Annotated `@Hidden`: the JVM leaves it out of stack traces, so lucce does too (its
+    /// frames are invisible, like native ones).
+    HiddenFrame,
     /// The appended constants would overflow the constant pool (the whole class is unchanged).
     ConstantPoolFull,
     /// Bytecode the rewriter does not accept (the JVM would reject it too).
@@ -185,6 +188,10 @@ pub fn rewrite_class(
         let label = || format!("{name}{desc}");
         if m.dup_code {
             stats.skipped.push((label(), SkipReason::DuplicateCode));
+            continue;
+        }
+        if m.hidden {
+            stats.skipped.push((label(), SkipReason::HiddenFrame));
             continue;
         }
         let mi = method::MethodIn {
