@@ -3,6 +3,7 @@
 pub mod cct_cli;
 pub mod demo;
 pub mod open;
+pub mod record;
 pub mod outputs;
 pub mod render;
 pub mod synth;

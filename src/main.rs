@@ -58,7 +58,8 @@ enum Cmd {
         #[arg(long, default_value_t = 1024)]
         max_frames: usize,
     },
-    /// Decode events by sequence number, or raw contexts written SITE:CALLID:VERSION.
+    /// Decode events by sequence number, `Lucce.context()` tokens written @TOKEN, or raw contexts
+    /// written SITE:CALLID:VERSION.
     Decode {
         store: PathBuf,
         #[arg(required = true)]
@@ -66,6 +67,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run a Java command line (wrapper scripts too) with the agent recording; tells where the
+    /// store is. The agent reaches every JVM through JAVA_TOOL_OPTIONS.
+    Record(lucce::record::RecordArgs),
     /// Sizes of a store: methods, sites, edges, versions, events, bytes on disk.
     Stats { store: PathBuf },
     /// Compare every event that carries the stack its runtime saw with its decoded trace.
@@ -102,6 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Events { store, json, limit, max_frames } => cmd_events(&store, json, limit, max_frames),
         Cmd::Decode { store, ids, json } => cmd_decode(&store, &ids, json),
+        Cmd::Record(a) => lucce::record::run(&a),
         Cmd::Stats { store } => cmd_stats(&store),
         Cmd::Verify { store, show } => cmd_verify(&store, show),
         Cmd::Cct(a) => lucce::cct_cli::run_cct(&a),
@@ -203,8 +208,24 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
     for id in ids {
         let parts: Vec<&str> = id.split(':').collect();
         let (seq, ev) = match parts.as_slice() {
+            [token] if token.starts_with('@') => {
+                let t: u64 = token[1..].parse().with_context(|| format!("{id:?}: a token is @ and a number"))?;
+                let Some((site, c, v)) = o.store.token(t)? else {
+                    bail!("no token {t} in {} (tokens are valid only for the store of the run that made them)", path.display())
+                };
+                let ev = lucce_log_format::EventRecord {
+                    thread: u32::MAX,
+                    kind: lucce_log_format::EventKind::Mark,
+                    site,
+                    c,
+                    v,
+                    label: Some(format!("token {t}")),
+                    truth: None,
+                };
+                (0, ev)
+            }
             [seq] => {
-                let seq: u64 = seq.parse().with_context(|| format!("{id:?} is neither an event number nor SITE:CALLID:VERSION"))?;
+                let seq: u64 = seq.parse().with_context(|| format!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"))?;
                 match o.store.events_range(seq..seq + 1).next() {
                     Some(item) => item?,
                     None => bail!("no event #{seq} in {} (it has {})", path.display(), o.store.commit().events),
@@ -223,7 +244,7 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
                 };
                 (0, ev)
             }
-            _ => bail!("{id:?} is neither an event number nor SITE:CALLID:VERSION"),
+            _ => bail!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"),
         };
         let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
         let thread = o.thread_name(ev.thread);

@@ -131,6 +131,9 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
             let r: &'static Recorder = RECORDER.get_or_init(|| r);
             let registry = r.registry();
             registry.set_sink(Box::new(move |m, s| r.define(m, s)));
+            let (cache, cache_sites, limit) = r.cache_table();
+            let (slots, mask) = r.slot_table();
+            counters.set_record_header(cache, cache_sites, limit, slots, mask, options.sample);
             (Some(r), registry)
         }
         None => (None, Registry::new()),

@@ -81,12 +81,14 @@ impl Default for Options {
     }
 }
 
-/// Classes that are never instrumented whatever the options say: the runtime class itself.
-const ALWAYS_EXCLUDED: &[&str] = &["lucce.*"];
-/// Also excluded when the probes count (no `out=`): the `Unsafe` classes the counting probes
-/// call (an instrumented `Unsafe.getLong` would call back into the probe that called it,
-/// forever). In record mode the probes call natives, and these frames show in traces.
-const EXCLUDED_WHEN_COUNTING: &[&str] = &["sun.misc.Unsafe", "jdk.internal.misc.Unsafe"];
+/// Classes that are never instrumented whatever the options say: the runtime class itself, and
+/// `sun.misc.Unsafe`, whose accessors the probes call (instrumented, they would call back into
+/// the probe that called them, forever).
+const ALWAYS_EXCLUDED: &[&str] = &["lucce.*", "sun.misc.Unsafe"];
+/// Also excluded when the probes count (no `out=`): the counting probes call `getAndAddLong`,
+/// which `jdk.internal.misc.Unsafe` implements in Java. In record mode the probes only use its
+/// native accessors, and its frames (`ensureClassInitialized`) show in traces.
+const EXCLUDED_WHEN_COUNTING: &[&str] = &["jdk.internal.misc.Unsafe"];
 
 impl Options {
     pub fn parse(s: &str) -> Result<Options, OptionsError> {

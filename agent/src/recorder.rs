@@ -38,7 +38,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
@@ -92,6 +92,7 @@ type EventBuffer = Arc<Mutex<Vec<EventRecord>>>;
 
 pub struct Recorder {
     jvmti: Jvmti,
+    slots: Slots,
     encoder: Encoder<WriterHandle>,
     handle: WriterHandle,
     writer: Mutex<Option<StoreWriter>>,
@@ -123,16 +124,74 @@ struct RuntimeHelpers {
     thread_name: usize,
 }
 
+/// One thread's slot, shared with the Java probes (agent/java/lucce/Runtime.java reads and writes
+/// it with Unsafe at these offsets): the pending call-site record, the version of the last
+/// entry, the sample countdown. Only its own thread touches a slot, except `tid`, which threads
+/// claim with a compare-and-swap.
+#[repr(C, align(64))]
+struct Slot {
+    /// Java thread id of the owner; 0 = free.
+    tid: AtomicI64,
+    site: AtomicU32,
+    valid: AtomicU32,
+    c: AtomicU64,
+    v: AtomicU64,
+    last_v: AtomicU64,
+    sample: AtomicU32,
+}
+
+const SLOT_BYTES: usize = 64;
+const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
+/// Home slots (a thread's is `tid & (HOME_SLOTS - 1)`); a thread whose home slot is taken gets a
+/// private one and asks the agent for it on every probe (one JNI call).
+const HOME_SLOTS: usize = 1 << 16;
+
+/// The home slots: a lazily committed mapping that lives until the process exits.
+struct Slots(*mut Slot);
+// SAFETY: every field of a slot is an atomic; the mapping is never unmapped.
+unsafe impl Send for Slots {}
+// SAFETY: as above.
+unsafe impl Sync for Slots {}
+
+impl Slots {
+    fn map() -> Result<Slots, String> {
+        let len = HOME_SLOTS * SLOT_BYTES;
+        // SAFETY: a fresh anonymous mapping touches no existing memory; zero pages are valid
+        // slots (free, no pending record).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!("cannot map {len} bytes of thread slots: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Slots(p as *mut Slot))
+    }
+
+    fn home(&self, tid: i64) -> &Slot {
+        // SAFETY: the index is masked into the mapping, which lives for the rest of the process.
+        unsafe { &*self.0.add(tid as usize & (HOME_SLOTS - 1)) }
+    }
+
+    fn contains(&self, s: *const Slot) -> bool {
+        let base = self.0 as usize;
+        (base..base + HOME_SLOTS * SLOT_BYTES).contains(&(s as usize))
+    }
+}
+
 /// Per-thread state. The natives of one thread never run inside each other except through
 /// `Runtime.truth()`/`threadName()`, during which `busy` turns the probes off.
 struct ThreadState {
-    pending_site: Cell<u32>,
-    pending_c: Cell<u64>,
-    pending_v: Cell<u64>,
-    pending_valid: Cell<bool>,
-    last_v: Cell<u64>,
+    /// This thread's slot (home or private); null before its first probe.
+    slot: Cell<*const Slot>,
+    private: RefCell<Option<Box<Slot>>>,
     busy: Cell<bool>,
-    entries: Cell<u64>,
     events: Cell<u64>,
     thread: Cell<Option<u32>>,
     buffer: RefCell<Option<EventBuffer>>,
@@ -142,13 +201,9 @@ struct ThreadState {
 thread_local! {
     static TLS: ThreadState = const {
         ThreadState {
-            pending_site: Cell::new(0),
-            pending_c: Cell::new(0),
-            pending_v: Cell::new(0),
-            pending_valid: Cell::new(false),
-            last_v: Cell::new(0),
+            slot: Cell::new(std::ptr::null()),
+            private: RefCell::new(None),
             busy: Cell::new(false),
-            entries: Cell::new(0),
             events: Cell::new(0),
             thread: Cell::new(None),
             buffer: RefCell::new(None),
@@ -157,10 +212,19 @@ thread_local! {
     };
 }
 
+/// This thread's slot, if it has one.
+fn my_slot() -> Option<&'static Slot> {
+    let p = TLS.try_with(|t| t.slot.get()).ok()?;
+    // SAFETY: a slot pointer in TLS is either a home slot (mapping lives forever) or this
+    // thread's private slot, kept in the same TLS until the thread exits.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
 /// The pending call-site record of this thread, taken (a record is used at most once).
 fn take_pending() -> Option<(u32, Context)> {
-    TLS.with(|t| {
-        t.pending_valid.replace(false).then(|| (t.pending_site.get(), Context { c: t.pending_c.get(), v: t.pending_v.get() }))
+    let s = my_slot()?;
+    (s.valid.swap(0, Ordering::Relaxed) != 0).then(|| {
+        (s.site.load(Ordering::Relaxed), Context { c: s.c.load(Ordering::Relaxed), v: s.v.load(Ordering::Relaxed) })
     })
 }
 
@@ -196,6 +260,7 @@ impl Recorder {
         let encoder = Encoder::new(EncoderConfig::default(), handle.clone());
         Ok(Recorder {
             jvmti,
+            slots: Slots::map()?,
             encoder,
             handle,
             writer: Mutex::new(Some(writer)),
@@ -261,9 +326,8 @@ impl Recorder {
     /// the flusher.
     pub fn on_vm_init(&'static self, jni: Jni, runtime: jclass, api: jclass) -> Result<(), &'static str> {
         let runtime_natives = [
-            NativeMethod { name: c"enter0".as_ptr(), signature: c"(I)J".as_ptr(), fn_ptr: enter0 as *mut c_void },
-            NativeMethod { name: c"version0".as_ptr(), signature: c"()J".as_ptr(), fn_ptr: version0 as *mut c_void },
-            NativeMethod { name: c"call0".as_ptr(), signature: c"(IJJ)V".as_ptr(), fn_ptr: call0 as *mut c_void },
+            NativeMethod { name: c"enter0".as_ptr(), signature: c"(IJ)J".as_ptr(), fn_ptr: enter0 as *mut c_void },
+            NativeMethod { name: c"attach0".as_ptr(), signature: c"(J)J".as_ptr(), fn_ptr: attach0 as *mut c_void },
         ];
         if !jni.register_natives(runtime, &runtime_natives) {
             return Err("lucce/Runtime");
@@ -310,15 +374,19 @@ impl Recorder {
             self.error(format_args!("entering method {method}: {e}"));
             self.encoder.enter_truncated(callee).unwrap_or_default()
         });
-        if self.sample != 0 {
-            let n = TLS.with(|t| {
-                let n = t.entries.get() + 1;
-                t.entries.set(n);
-                n
-            });
-            if n % self.sample == 0 {
-                if let Some(site) = self.entry_site(method) {
-                    self.record(env, EventKind::Sample, site, ctx, None);
+        if let Some(slot) = my_slot() {
+            slot.last_v.store(ctx.v, Ordering::Relaxed);
+            if self.sample != 0 {
+                // The Java fast path counts entries below the interval and leaves the one that
+                // reaches it to this slow path.
+                let n = slot.sample.load(Ordering::Relaxed) as u64 + 1;
+                if n >= self.sample {
+                    slot.sample.store(0, Ordering::Relaxed);
+                    if let Some(site) = self.entry_site(method) {
+                        self.record(env, EventKind::Sample, site, ctx, None);
+                    }
+                } else {
+                    slot.sample.store(n as u32, Ordering::Relaxed);
                 }
             }
         }
@@ -601,13 +669,62 @@ impl Recorder {
         });
     }
 
-    /// Thread end: this thread's events go to the writer now.
-    pub fn thread_end(&self) {
+    /// The slot of the current thread, claiming its home slot (or making a private one) on the
+    /// thread's first probe; null while the agent is busy on this thread (probes off).
+    fn attach(&self, tid: i64) -> *const Slot {
         TLS.with(|t| {
+            if t.busy.get() {
+                return std::ptr::null();
+            }
+            let p = t.slot.get();
+            if !p.is_null() {
+                return p;
+            }
+            let home = self.slots.home(tid);
+            let p: *const Slot = if tid > 0 && home.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                home
+            } else {
+                let private = Box::new(Slot {
+                    tid: AtomicI64::new(tid),
+                    site: AtomicU32::new(0),
+                    valid: AtomicU32::new(0),
+                    c: AtomicU64::new(0),
+                    v: AtomicU64::new(0),
+                    last_v: AtomicU64::new(0),
+                    sample: AtomicU32::new(0),
+                });
+                let p: *const Slot = &*private;
+                *t.private.borrow_mut() = Some(private);
+                p
+            };
+            t.slot.set(p);
+            p
+        })
+    }
+
+    /// Thread end: this thread's events go to the writer now, and its home slot is freed.
+    pub fn thread_end(&self) {
+        let _ = TLS.try_with(|t| {
             if let Some(buf) = t.buffer.borrow_mut().take() {
                 self.handle.events(std::mem::take(&mut *lock(&buf)));
             }
+            let p = t.slot.replace(std::ptr::null());
+            if self.slots.contains(p) {
+                // SAFETY: a home slot: the mapping lives for the rest of the process.
+                unsafe { &*p }.tid.store(0, Ordering::Release);
+            }
         });
+    }
+
+    /// Values for the runtime class's header: thread slots base and index mask.
+    pub fn slot_table(&self) -> (usize, u64) {
+        (self.slots.0 as usize, (HOME_SLOTS - 1) as u64)
+    }
+
+    /// Values for the runtime class's header: site cache base and capacity, callId limit.
+    pub fn cache_table(&self) -> (usize, usize, u64) {
+        let c = self.encoder.site_cache();
+        (c.base_address(), c.capacity(), self.encoder.call_id_limit())
     }
 
     /// VM death: every buffer, then the store is committed and closed. Later events are dropped.
@@ -641,25 +758,13 @@ fn with_recorder<R>(default: R, f: impl FnOnce(&'static Recorder) -> R) -> R {
     catch_unwind(AssertUnwindSafe(|| f(r))).unwrap_or(default)
 }
 
-extern "C" fn enter0(env: *mut JniEnv, _cls: jclass, method: jint) -> jlong {
-    let ctx = with_recorder(Context::default(), |r| r.enter(Jni(env), method as u32));
-    let _ = TLS.try_with(|t| t.last_v.set(ctx.v));
-    ctx.c as jlong
+extern "C" fn enter0(env: *mut JniEnv, _cls: jclass, method: jint, _slot: jlong) -> jlong {
+    // `_slot` is this thread's slot, known from TLS already (attach0 put it there).
+    with_recorder(Context::default(), |r| r.enter(Jni(env), method as u32)).c as jlong
 }
 
-extern "C" fn version0(_env: *mut JniEnv, _cls: jclass) -> jlong {
-    TLS.try_with(|t| t.last_v.get()).unwrap_or(0) as jlong
-}
-
-extern "C" fn call0(_env: *mut JniEnv, _cls: jclass, site: jint, c: jlong, v: jlong) {
-    let _ = TLS.try_with(|t| {
-        if !t.busy.get() {
-            t.pending_site.set(site as u32);
-            t.pending_c.set(c as u64);
-            t.pending_v.set(v as u64);
-            t.pending_valid.set(true);
-        }
-    });
+extern "C" fn attach0(_env: *mut JniEnv, _cls: jclass, tid: jlong) -> jlong {
+    with_recorder(std::ptr::null(), |r| r.attach(tid)) as jlong
 }
 
 extern "C" fn mark(env: *mut JniEnv, _cls: jclass, label: jstring) {

@@ -16,8 +16,9 @@ pub static API_CLASS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/java-cla
 pub const API_CLASS_NAME: &CStr = c"lucce/Lucce";
 
 /// Header of the region, read once by `Runtime.<clinit>`: method limit, site limit, atomic flag,
-/// record flag.
-const HEADER_BYTES: usize = 64;
+/// record flag, then (record mode) site cache base and capacity, callId limit, thread slots base
+/// and index mask, sample interval.
+const HEADER_BYTES: usize = 128;
 /// Reserved counters. Virtual address space only: the mapping is lazily committed, so a page is
 /// backed by memory only once a probe bumps a counter in it.
 pub const MAX_METHODS: usize = 1 << 23;
@@ -70,6 +71,13 @@ impl Counters {
         c.slot(2).store((mode == CounterMode::Atomic) as u64, Ordering::Relaxed);
         c.slot(3).store(record as u64, Ordering::Relaxed);
         Ok(c)
+    }
+
+    /// The record-mode part of the header (before `lucce/Runtime` is initialized).
+    pub fn set_record_header(&self, cache_base: usize, cache_sites: usize, limit: u64, slots: usize, slot_mask: u64, sample: u64) {
+        for (i, v) in [cache_base as u64, cache_sites as u64, limit, slots as u64, slot_mask, sample].into_iter().enumerate() {
+            self.slot(4 + i).store(v, Ordering::Relaxed);
+        }
     }
 
     /// The u64 at byte offset `i * 8` of the region.

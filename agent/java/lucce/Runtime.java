@@ -20,8 +20,8 @@ package lucce;
  * - Initialization never throws: any failure leaves the limits at 0 and the probes as no-ops.
  */
 public final class Runtime {
-    /** Region header layout, written by the agent (agent/src/runtime.rs): three longs. */
-    private static final int HEADER_BYTES = 64;
+    /** Region header, written by the agent (agent/src/runtime.rs): sixteen longs. */
+    private static final int HEADER_BYTES = 128;
 
     private static final sun.misc.Unsafe U;
     private static final boolean ATOMIC;
@@ -36,20 +36,49 @@ public final class Runtime {
     /** Number of site counters; 0 until initialization has completed. */
     private static final long SITE_LIMIT;
 
+    // Record mode: the steady-state path reads the encoder's site cache and the thread's slot
+    // (both in memory the agent owns; layouts in encoder/src/cache.rs and agent/src/recorder.rs).
+    /** Site cache: base address, number of sites, bytes per site. */
+    private static final long CACHE, CACHE_SITES;
+    private static final long CACHE_SLOT = 72L;
+    /** callIds stay below this (the overflow rule); results at or above it take the slow path. */
+    private static final long LIMIT;
+    /** Per-thread slots: base address, index mask (home slot = tid & mask), 64 bytes each. */
+    private static final long SLOTS, SLOT_MASK;
+    /** Offset of Thread.tid, or -1 (then every probe asks the agent for the slot). */
+    private static final long TID;
+    /** sample=N (0 = off). */
+    private static final int SAMPLE;
+
     static {
         sun.misc.Unsafe u = null;
         long base = 0L, methods = 0L, sites = 0L;
         boolean atomic = true;
         boolean record = false;
+        long cache = 0L, cacheSites = 0L, limit = 0L, slots = 0L, slotMask = 0L, tid = -1L;
+        int sample = 0;
         try {
             long b = counters();
             if (b != 0L) {
                 u = sun.misc.Unsafe.getUnsafe();
-                methods = u.getLong(b);
-                sites = u.getLong(b + 8L);
-                atomic = u.getLong(b + 16L) != 0L;
-                record = u.getLong(b + 24L) != 0L;
+                methods = u.getLong(null, b);
+                sites = u.getLong(null, b + 8L);
+                atomic = u.getLong(null, b + 16L) != 0L;
+                record = u.getLong(null, b + 24L) != 0L;
+                cache = u.getLong(null, b + 32L);
+                cacheSites = u.getLong(null, b + 40L);
+                limit = u.getLong(null, b + 48L);
+                slots = u.getLong(null, b + 56L);
+                slotMask = u.getLong(null, b + 64L);
+                sample = (int) u.getLong(null, b + 72L);
                 base = b;
+                if (record) {
+                    try {
+                        tid = u.objectFieldOffset(Thread.class.getDeclaredField("tid"));
+                    } catch (Throwable t) {
+                        tid = -1L;
+                    }
+                }
             }
         } catch (Throwable t) {
             u = null;
@@ -61,6 +90,13 @@ public final class Runtime {
         U = u;
         ATOMIC = atomic;
         RECORD = record;
+        CACHE = cache;
+        CACHE_SITES = cacheSites;
+        LIMIT = limit;
+        SLOTS = slots;
+        SLOT_MASK = slotMask;
+        TID = tid;
+        SAMPLE = sample;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
         // Last: from here on the probes are live.
@@ -73,10 +109,53 @@ public final class Runtime {
     /** Address of the counter region (0 when unavailable); implemented in the agent library. */
     private static native long counters();
 
+    /**
+     * This thread's slot: its home slot when the thread owns it, else what the agent says (a
+     * private slot, and the agent claims the home slot on a thread's first probe).
+     * Slot layout: tid, pending site (int), pending valid (int), pending c, pending v, version of
+     * the last entry, sample countdown (int).
+     */
+    private static long slot() {
+        if (TID < 0L) {
+            return attach0(-1L);
+        }
+        long tid = U.getLong(Thread.currentThread(), TID);
+        long s = SLOTS + ((tid & SLOT_MASK) << 6);
+        return U.getLong(null, s) == tid ? s : attach0(tid);
+    }
+
     /** Method entry: returns the callId of this frame (record mode), or counts. */
     public static long enter(int methodId) {
         if (RECORD) {
-            return enter0(methodId);
+            long s = slot();
+            if (s != 0L && U.getInt(null, s + 12L) != 0) {
+                long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
+                if (site < CACHE_SITES && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
+                    long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
+                    long e = CACHE + site * CACHE_SLOT;
+                    long seq = U.getLongVolatile(null, e);
+                    long key = (methodId & 0xFFFFFFFFL) + 1L;
+                    long add = -1L, vOut = 0L;
+                    if (U.getLong(null, e + 8L) == key && U.getLong(null, e + 16L) == v) {
+                        add = U.getLong(null, e + 24L);
+                        vOut = U.getLong(null, e + 32L);
+                    } else if (U.getLong(null, e + 40L) == key && U.getLong(null, e + 48L) == v) {
+                        add = U.getLong(null, e + 56L);
+                        vOut = U.getLong(null, e + 64L);
+                    }
+                    U.loadFence();
+                    long nc = c + add;
+                    if ((seq & 1L) == 0L && add >= 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
+                        U.putInt(null, s + 12L, 0);
+                        U.putLong(null, s + 32L, vOut);
+                        if (SAMPLE != 0) {
+                            U.putInt(null, s + 40L, U.getInt(null, s + 40L) + 1);
+                        }
+                        return nc;
+                    }
+                }
+            }
+            return enter0(methodId, s);
         }
         long i = methodId & 0xFFFFFFFFL;
         if (i < METHOD_LIMIT) {
@@ -87,13 +166,23 @@ public final class Runtime {
 
     /** The graph version of the context `enter` just returned (record mode). */
     public static long version() {
-        return RECORD ? version0() : 0L;
+        if (RECORD) {
+            long s = slot();
+            return s != 0L ? U.getLong(null, s + 32L) : 0L;
+        }
+        return 0L;
     }
 
     /** Before an invoke instruction: the caller's site and context, for the callee's entry. */
     public static void call(int siteId, long ctx, long ver) {
         if (RECORD) {
-            call0(siteId, ctx, ver);
+            long s = slot();
+            if (s != 0L) {
+                U.putInt(null, s + 8L, siteId);
+                U.putLong(null, s + 16L, ctx);
+                U.putLong(null, s + 24L, ver);
+                U.putInt(null, s + 12L, 1);
+            }
             return;
         }
         long i = siteId & 0xFFFFFFFFL;
@@ -113,11 +202,11 @@ public final class Runtime {
         }
     }
 
-    private static native long enter0(int methodId);
+    /** The slow path of an entry: the agent reads and consumes the pending record in `slot`. */
+    private static native long enter0(int methodId, long slot);
 
-    private static native long version0();
-
-    private static native void call0(int siteId, long ctx, long ver);
+    /** The slot of this thread (tid, or -1 when unknown); 0 while the agent is busy on it. */
+    private static native long attach0(long tid);
 
     /**
      * The current stack exactly as Throwable shows it, one frame per line:
@@ -144,7 +233,7 @@ public final class Runtime {
         if (ATOMIC) {
             U.getAndAddLong(null, address, 1L);
         } else {
-            U.putLong(address, U.getLong(address) + 1L);
+            U.putLong(null, address, U.getLong(null, address) + 1L);
         }
     }
 }

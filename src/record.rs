@@ -1,0 +1,99 @@
+//! `lucce record`: runs a Java command line with the agent recording into a store.
+//!
+//! The agent reaches every JVM the command starts (wrapper scripts included) through
+//! `JAVA_TOOL_OPTIONS`; each JVM writes its own store `DIR/<pid>`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context as _};
+
+/// The agent library's file name.
+pub const AGENT_LIB: &str = "liblucce_agent.so";
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// Directory for the stores, one per JVM (`DIR/<pid>`); default `lucce-record-<time>`.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// More agent options, comma-separated: sample=N, verify=N, include=..., exclude=...
+    #[arg(long, default_value = "")]
+    pub agent_opts: String,
+    /// The agent library (default: $LUCCE_AGENT, else next to this executable).
+    #[arg(long)]
+    pub agent: Option<PathBuf>,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Where the agent library is: the flag, $LUCCE_AGENT, or beside the running executable.
+pub fn find_agent(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = flag {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("LUCCE_AGENT") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let dir = exe.parent().context("executable without a directory")?;
+    for candidate in [dir.join(AGENT_LIB), dir.join("..").join(AGENT_LIB)] {
+        if candidate.exists() {
+            return Ok(candidate);
+        }
+    }
+    bail!("cannot find {AGENT_LIB} next to {} (build it with `cargo build --release -p lucce-agent`, or set LUCCE_AGENT)", exe.display())
+}
+
+pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
+    let agent = find_agent(a.agent.as_deref())?;
+    let agent = agent.canonicalize().with_context(|| format!("agent library {}", agent.display()))?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        PathBuf::from(format!("lucce-record-{t}"))
+    });
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let out = out.canonicalize().with_context(|| format!("{}", out.display()))?;
+    for (what, p) in [("agent library", &agent), ("output directory", &out)] {
+        let s = p.to_string_lossy();
+        if s.contains([' ', ',', '=']) {
+            bail!("the {what} path {s:?} contains a space, ',' or '=', which JAVA_TOOL_OPTIONS cannot carry");
+        }
+    }
+    let mut opts = format!("out={}/%p,summary=off", out.display());
+    if !a.agent_opts.is_empty() {
+        opts.push(',');
+        opts.push_str(&a.agent_opts);
+    }
+    let mut tool_opts = std::env::var("JAVA_TOOL_OPTIONS").unwrap_or_default();
+    if !tool_opts.is_empty() {
+        tool_opts.push(' ');
+    }
+    tool_opts.push_str(&format!("-agentpath:{}={opts}", agent.display()));
+    let status = Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .env("JAVA_TOOL_OPTIONS", &tool_opts)
+        .status()
+        .with_context(|| format!("cannot run {:?}", a.command[0]))?;
+    let mut stores: Vec<PathBuf> = std::fs::read_dir(&out)
+        .with_context(|| format!("{}", out.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("conf").exists())
+        .collect();
+    stores.sort();
+    match stores.as_slice() {
+        [] => eprintln!("lucce: no JVM recorded anything into {} (did the command start java?)", out.display()),
+        [one] => eprintln!("lucce: store {} (try `lucce events {}`)", one.display(), one.display()),
+        many => {
+            eprintln!("lucce: {} JVMs recorded, one store each:", many.len());
+            for s in many {
+                eprintln!("  {}", s.display());
+            }
+        }
+    }
+    let code = status.code().unwrap_or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        128 + status.signal().unwrap_or(0)
+    });
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
