@@ -54,8 +54,9 @@ use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 const BUFFER_EVENTS: usize = 1024;
 /// How often the flusher hands every thread's buffer to the writer.
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
-/// Frames fetched per GetStackTrace call of a walk (a walk usually stops within a few).
-const WALK_CHUNK: usize = 64;
+/// Frames fetched per GetStackTrace call of a walk (a walk usually stops within a few; the cost
+/// of the call grows with the frames asked for).
+const WALK_CHUNK: usize = 16;
 
 /// What a stack frame's method is to the walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +101,9 @@ pub struct Recorder {
     sample: u64,
     verify: u64,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
-    /// ⟨method, location⟩ → location site; location -1 is unused.
+    /// ⟨jmethodID, location⟩ → whether the instruction there is an invoke.
+    invokes: Mutex<FxHashMap<(usize, i64), bool>>,
+    /// ⟨method, location⟩ → location site.
     location_sites: Mutex<FxHashMap<(u32, i64), u32>>,
     /// method → the location site of its entry probe (sample events).
     entry_sites: Mutex<FxHashMap<u32, u32>>,
@@ -268,6 +271,7 @@ impl Recorder {
             sample,
             verify,
             frames: RwLock::new(FxHashMap::default()),
+            invokes: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
             entry_sites: Mutex::new(FxHashMap::default()),
             tokens: Mutex::new(FxHashMap::default()),
@@ -363,10 +367,10 @@ impl Recorder {
     fn enter(&self, env: Jni, method: u32) -> Context {
         let callee = MethodId(method);
         let ctx = match take_pending() {
-            Some((site, caller)) => match self.encoder.enter_cached(SiteId(site), caller, callee) {
-                Some(ctx) => Ok(ctx),
-                None if self.encoder.has_edge(SiteId(site), callee) => self.encoder.enter(SiteId(site), caller, callee),
-                None => self.enter_by_walk(callee, Some((site, caller))),
+            Some((site, caller)) => match self.encoder.enter_known(SiteId(site), caller, callee) {
+                Ok(Some(ctx)) => Ok(ctx),
+                Ok(None) => self.enter_by_walk(callee, Some((site, caller))),
+                Err(e) => Err(e),
             },
             None => self.enter_by_walk(callee, None),
         };
@@ -451,13 +455,15 @@ impl Recorder {
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
         let (Ok(c), Ok(v)) = (c, v) else {
-            self.error(format_args!("cannot read the context locals of method {id} at depth {depth} slot {ctx_slot}: {:?}", (c, v)));
+            let name = self.jvmti.method_name(f.method).unwrap_or_default();
+            self.error(format_args!("cannot read the context locals of method {id} {name:?} at depth {depth} slot {ctx_slot}: {:?}", (c, v)));
             return Caller::Truncated;
         };
         let ctx = Context { c: c as u64, v: v as u64 };
-        let at_invoke = matches!(self.jvmti.opcode_at(f.method, f.location), Ok(Some(0xB6..=0xBA)));
+        let at_invoke = self.at_invoke(f.method, f.location);
         if let Some((site, pc)) = pending {
-            if at_invoke && pc == ctx && crate::hook::site_method(site) == Some(id) {
+            let owner = crate::hook::site_method(site);
+            if at_invoke && pc == ctx && owner == Some(id) {
                 return Caller::Frame { site, ctx };
             }
         }
@@ -465,6 +471,16 @@ impl Recorder {
             Some(site) => Caller::Frame { site, ctx },
             None => Caller::Truncated,
         }
+    }
+
+    /// Whether the instruction at `location` is an invoke (cached: GetBytecodes copies the code).
+    fn at_invoke(&self, m: jmethodID, location: i64) -> bool {
+        if let Some(&b) = lock(&self.invokes).get(&(m as usize, location)) {
+            return b;
+        }
+        let b = matches!(self.jvmti.opcode_at(m, location), Ok(Some(0xB6..=0xBA)));
+        lock(&self.invokes).insert((m as usize, location), b);
+        b
     }
 
     /// What a frame's method is (cached by jmethodID; instrumented methods are learned at entry).

@@ -17,7 +17,7 @@ pub const API_CLASS_NAME: &CStr = c"lucce/Lucce";
 
 /// Header of the region, read once by `Runtime.<clinit>`: method limit, site limit, atomic flag,
 /// record flag, then (record mode) site cache base and capacity, callId limit, thread slots base
-/// and index mask, sample interval.
+/// and index mask, sample interval, site cache bytes per site.
 const HEADER_BYTES: usize = 128;
 /// Reserved counters. Virtual address space only: the mapping is lazily committed, so a page is
 /// backed by memory only once a probe bumps a counter in it.
@@ -75,7 +75,8 @@ impl Counters {
 
     /// The record-mode part of the header (before `lucce/Runtime` is initialized).
     pub fn set_record_header(&self, cache_base: usize, cache_sites: usize, limit: u64, slots: usize, slot_mask: u64, sample: u64) {
-        for (i, v) in [cache_base as u64, cache_sites as u64, limit, slots as u64, slot_mask, sample].into_iter().enumerate() {
+        let slot_bytes = lucce_encoder::SLOT_BYTES as u64;
+        for (i, v) in [cache_base as u64, cache_sites as u64, limit, slots as u64, slot_mask, sample, slot_bytes].into_iter().enumerate() {
             self.slot(4 + i).store(v, Ordering::Relaxed);
         }
     }

@@ -102,7 +102,12 @@ impl<'g> ContextDecoder<'g> {
         Ok(base)
     }
 
+    /// The context `parent` extended by a frame of `method` at `site`; `parent` itself for a
+    /// method the JVM hides from stack traces.
     fn child(&mut self, parent: CtxId, site: u32, method: u32) -> CtxId {
+        if self.graph.method(method).is_some_and(|m| m.access_flags & lucce_encoder::ACC_HIDDEN_FRAME != 0) {
+            return parent;
+        }
         if let Some(&id) = self.children.get(&(parent, site)) {
             return id;
         }

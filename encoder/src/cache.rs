@@ -7,7 +7,7 @@
 //! seqlock read of this table.
 //!
 //! Layout (stable, so that code outside Rust can read it at `base + site * SLOT_BYTES`):
-//! `seq: u64` (odd while a writer is inside), then two ways of
+//! `seq: u64` (odd while a writer is inside), then [`WAYS`] ways of
 //! `{ callee + 1: u64 (0 = empty), v_in: u64, add: u64, v_out: u64 }`. All fields are read and
 //! written as atomics; writers are serialized by the encoder's lock.
 
@@ -22,10 +22,14 @@ struct Way {
     v_out: AtomicU64,
 }
 
+/// Entries per site: a site keeps its last four ⟨callee, caller version⟩ results (a call site
+/// inside a method that is entered in several contexts sees several caller versions).
+pub const WAYS: usize = 4;
+
 #[repr(C)]
 struct Slot {
     seq: AtomicU64,
-    ways: [Way; 2],
+    ways: [Way; WAYS],
 }
 
 /// Size of one site's slot in bytes.
@@ -106,13 +110,12 @@ impl SiteCache {
         let Some(slot) = self.slot(site) else { return };
         let key = callee as u64 + 1;
         let s = slot.seq.load(Ordering::Relaxed);
-        // Replace the way that already holds this callee (its versions have moved on); otherwise
-        // alternate, so a site with two callees keeps both.
+        // Overwrite the same key if present, else the ways in turn (the sequence counts stores).
         let way = slot
             .ways
             .iter()
-            .position(|w| w.callee_plus1.load(Ordering::Relaxed) == key)
-            .unwrap_or(((s >> 1) & 1) as usize);
+            .position(|w| w.callee_plus1.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == v_in)
+            .unwrap_or(((s >> 1) as usize) % WAYS);
         slot.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         let w = &slot.ways[way];

@@ -30,13 +30,13 @@ use crate::{is_root, THREAD_ROOT_SITE, TRUNCATED_ROOT_SITE};
 pub struct EncoderConfig {
     /// Exclusive upper bound of callIds (see "Overflow rule"). At least 2.
     pub call_id_limit: u64,
-    /// How many sites get a lock-free cache slot (72 bytes each, committed lazily by the OS).
+    /// How many sites get a lock-free cache slot (136 bytes each, committed lazily by the OS).
     pub site_cache_capacity: usize,
 }
 
 impl Default for EncoderConfig {
     fn default() -> Self {
-        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 22 }
+        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 21 }
     }
 }
 
@@ -221,11 +221,6 @@ impl<S: GraphSink> Encoder<S> {
         (MethodId(st.nodes.len() as u32), SiteId(st.site_owner.len() as u32))
     }
 
-    /// Whether `site` has ever entered `callee` (the edge exists).
-    pub fn has_edge(&self, site: SiteId, callee: MethodId) -> bool {
-        self.lock().edges.contains_key(&(site.0, callee.0))
-    }
-
     /// The lock-free part of [`Encoder::enter`] alone: Some when the cache answers.
     #[inline]
     pub fn enter_cached(&self, site: SiteId, caller: Context, callee: MethodId) -> Option<Context> {
@@ -261,8 +256,24 @@ impl<S: GraphSink> Encoder<S> {
 
     #[cold]
     fn enter_slow(&self, site: SiteId, caller: Context, callee: MethodId) -> Result<Context, EncodeError> {
+        self.enter_locked(site, caller, callee, false).map(|c| c.expect("not only_known"))
+    }
+
+    /// [`Encoder::enter`] for a runtime that admits a ⟨site, callee⟩ pair only after checking it:
+    /// None (and nothing changed) when the edge does not exist yet. One lock either way.
+    pub fn enter_known(&self, site: SiteId, caller: Context, callee: MethodId) -> Result<Option<Context>, EncodeError> {
+        if let Some(ctx) = self.enter_cached(site, caller, callee) {
+            return Ok(Some(ctx));
+        }
+        self.enter_locked(site, caller, callee, true)
+    }
+
+    fn enter_locked(&self, site: SiteId, caller: Context, callee: MethodId, only_known: bool) -> Result<Option<Context>, EncodeError> {
         let mut guard = self.lock();
         let st = &mut *guard;
+        if only_known && !st.edges.contains_key(&(site.0, callee.0)) {
+            return Ok(None);
+        }
         st.slow_entries += 1;
         let caller_m = *st.site_owner.get(site.0 as usize).ok_or(EncodeError::UnknownSite(site.0))?;
         if caller_m.0 == NO_METHOD {
@@ -285,8 +296,8 @@ impl<S: GraphSink> Encoder<S> {
         };
         self.cache.store(site.0, callee.0, caller.v, add, v_out);
         match caller.c.checked_add(add) {
-            Some(c) if c < self.limit => Ok(Context { c, v: v_out }),
-            _ => Ok(st.anchor(&self.sink, site, callee, caller)),
+            Some(c) if c < self.limit => Ok(Some(Context { c, v: v_out })),
+            _ => Ok(Some(st.anchor(&self.sink, site, callee, caller))),
         }
     }
 

@@ -14,10 +14,10 @@ mod encoder;
 mod ids;
 mod meta;
 
-pub use cache::{SiteCache, SLOT_BYTES};
+pub use cache::{SiteCache, SLOT_BYTES, WAYS};
 pub use encoder::{EncodeError, Encoder, EncoderConfig, EncoderStats};
 pub use ids::{Context, MethodId, SiteId, ANCHOR_BIT};
-pub use meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta};
+pub use meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta, ACC_HIDDEN_FRAME};
 
 /// Method id of the virtual root under which every thread's first frame sits.
 pub const THREAD_ROOT: MethodId = MethodId(0);

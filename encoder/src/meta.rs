@@ -11,9 +11,14 @@ pub struct MethodMeta {
     pub descriptor: String,
     /// The SourceFile attribute, `String.java`.
     pub source_file: Option<String>,
-    /// JVM access flags (`ACC_NATIVE` = 0x0100 marks a native method).
+    /// JVM access flags (`ACC_NATIVE` = 0x0100 marks a native method), plus
+    /// [`ACC_HIDDEN_FRAME`].
     pub access_flags: u16,
 }
+
+/// A method the JVM leaves out of stack traces (annotated `@Hidden`): decoders leave its frames
+/// out too. Bit 15 of the access flags, which no JVM method flag uses.
+pub const ACC_HIDDEN_FRAME: u16 = 0x8000;
 
 /// What kind of place in a method a site is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

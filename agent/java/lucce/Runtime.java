@@ -40,7 +40,8 @@ public final class Runtime {
     // (both in memory the agent owns; layouts in encoder/src/cache.rs and agent/src/recorder.rs).
     /** Site cache: base address, number of sites, bytes per site. */
     private static final long CACHE, CACHE_SITES;
-    private static final long CACHE_SLOT = 72L;
+    /** Bytes per site: a sequence word, then four ways of {callee + 1, v_in, add, v_out}. */
+    private static final long CACHE_SLOT = 136L;
     /** callIds stay below this (the overflow rule); results at or above it take the slow path. */
     private static final long LIMIT;
     /** Per-thread slots: base address, index mask (home slot = tid & mask), 64 bytes each. */
@@ -71,6 +72,9 @@ public final class Runtime {
                 slots = u.getLong(null, b + 56L);
                 slotMask = u.getLong(null, b + 64L);
                 sample = (int) u.getLong(null, b + 72L);
+                if (u.getLong(null, b + 80L) != CACHE_SLOT) {
+                    cacheSites = 0L; // another layout: every entry takes the agent's path
+                }
                 base = b;
                 if (record) {
                     try {
@@ -136,12 +140,12 @@ public final class Runtime {
                     long seq = U.getLongVolatile(null, e);
                     long key = (methodId & 0xFFFFFFFFL) + 1L;
                     long add = -1L, vOut = 0L;
-                    if (U.getLong(null, e + 8L) == key && U.getLong(null, e + 16L) == v) {
-                        add = U.getLong(null, e + 24L);
-                        vOut = U.getLong(null, e + 32L);
-                    } else if (U.getLong(null, e + 40L) == key && U.getLong(null, e + 48L) == v) {
-                        add = U.getLong(null, e + 56L);
-                        vOut = U.getLong(null, e + 64L);
+                    for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
+                        if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == v) {
+                            add = U.getLong(null, w + 16L);
+                            vOut = U.getLong(null, w + 24L);
+                            break;
+                        }
                     }
                     U.loadFence();
                     long nc = c + add;

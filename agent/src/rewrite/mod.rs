@@ -91,9 +91,6 @@ pub enum SkipReason {
     TooManyStackSlots,
     /// The class has more than one Code attribute for this method.
     DuplicateCode,
-    /// Annotated `@Hidden`: the JVM leaves it out of stack traces, so lucce does too (its
-    /// frames are invisible, like native ones).
-    HiddenFrame,
     /// The appended constants would overflow the constant pool (the whole class is unchanged).
     ConstantPoolFull,
     /// Bytecode the rewriter does not accept (the JVM would reject it too).
@@ -133,6 +130,9 @@ pub struct RewriteOutcome {
 
 const ACC_NATIVE: u16 = 0x0100;
 const ACC_ABSTRACT: u16 = 0x0400;
+/// Set in `MethodInfo::access_flags` of `@Hidden` methods (a bit no JVM method flag uses); the
+/// same value as `lucce_encoder::ACC_HIDDEN_FRAME`.
+pub const HIDDEN_FRAME_FLAG: u16 = 0x8000;
 
 /// Inserts the probes into every method with code. Never panics on any input: a class that
 /// cannot be parsed is an `Err`, a method that cannot be rewritten is left as it was and listed
@@ -190,15 +190,13 @@ pub fn rewrite_class(
             stats.skipped.push((label(), SkipReason::DuplicateCode));
             continue;
         }
-        if m.hidden {
-            stats.skipped.push((label(), SkipReason::HiddenFrame));
-            continue;
-        }
         let mi = method::MethodIn {
             name: &name,
             desc: &desc,
             desc_bytes,
-            access: m.access,
+            // `@Hidden` methods are instrumented like any other; the flag tells the decoder to
+            // leave their frames out, as the JVM does.
+            access: m.access | if m.hidden { HIDDEN_FRAME_FLAG } else { 0 },
             attr: code.whole.clone(),
             info: code.info.clone(),
         };

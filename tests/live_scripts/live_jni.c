@@ -1,0 +1,20 @@
+/* JNI half of LiveJni.java: each native calls straight back into Java. */
+#include <jni.h>
+
+JNIEXPORT void JNICALL Java_LiveJni_callStatic(JNIEnv *env, jclass cls, jint n) {
+    jmethodID m = (*env)->GetStaticMethodID(env, cls, "staticCallback", "(I)V");
+    if (m != NULL) (*env)->CallStaticVoidMethod(env, cls, m, n);
+}
+
+JNIEXPORT void JNICALL Java_LiveJni_callInstance(JNIEnv *env, jobject self, jint n) {
+    jclass cls = (*env)->GetObjectClass(env, self);
+    jmethodID m = (*env)->GetMethodID(env, cls, "instanceCallback", "(I)V");
+    if (m != NULL) (*env)->CallVoidMethod(env, self, m, n);
+}
+
+JNIEXPORT void JNICALL Java_LiveJni_callRunnable(JNIEnv *env, jclass cls, jobject r) {
+    jclass rc = (*env)->FindClass(env, "java/lang/Runnable");
+    if (rc == NULL) return;
+    jmethodID m = (*env)->GetMethodID(env, rc, "run", "()V");
+    if (m != NULL) (*env)->CallVoidMethod(env, r, m);
+}
