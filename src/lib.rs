@@ -2,6 +2,7 @@
 
 pub mod cct_cli;
 pub mod demo;
+pub mod java_demo;
 pub mod open;
 pub mod record;
 pub mod outputs;

@@ -22,26 +22,29 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Record a synthetic multi-threaded program into a new store, decode every event and check
-    /// it against the true stack, and show a few traces.
+    /// The main job on the bundled Java example: compile it, record it on a real JVM with the
+    /// agent, check every event against the JVM's own stack trace, show the traces.
     Demo {
-        /// Where to create the store (default: a new directory under the system temp dir).
+        /// Where to put the example, its classes and the store (default: a new temp directory).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Instead, record the synthetic multi-threaded program (no JVM needed).
+        #[arg(long)]
+        synthetic: bool,
         #[arg(long, default_value_t = 4)]
         threads: usize,
-        /// Events to record, over all threads.
+        /// Events to record, over all threads (--synthetic).
         #[arg(long, default_value_t = 200_000)]
         events: u64,
         #[arg(long, default_value_t = 42)]
         seed: u64,
-        /// Depth of the deep recursion (two recursive call sites) thread 0 records first.
+        /// Depth of the deep recursion (two recursive call sites) thread 0 records first (--synthetic).
         #[arg(long, default_value_t = 10_000)]
         recursion_depth: usize,
-        /// Traces to print at the end.
+        /// Traces to print at the end (--synthetic).
         #[arg(long, default_value_t = 3)]
         show: usize,
-        /// Keep the true stack with every Nth event (1 = all; the store grows with it).
+        /// Keep the true stack with every Nth event (--synthetic; 1 = all).
         #[arg(long, default_value_t = 10)]
         verify_every: u64,
     },
@@ -99,10 +102,14 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.cmd {
-        Cmd::Demo { out, threads, events, seed, recursion_depth, show, verify_every } => {
+        Cmd::Demo { out, synthetic, threads, events, seed, recursion_depth, show, verify_every } => {
             let out = out.unwrap_or_else(|| std::env::temp_dir().join(format!("lucce-demo-{}-{}", std::process::id(), unix_time())));
-            let opts = DemoOptions { out, threads, events, seed, recursion_depth, verify_every, ..DemoOptions::default() };
-            cmd_demo(&opts, show)
+            if synthetic {
+                let opts = DemoOptions { out, threads, events, seed, recursion_depth, verify_every, ..DemoOptions::default() };
+                cmd_demo(&opts, show)
+            } else {
+                cmd_java_demo(&out)
+            }
         }
         Cmd::Events { store, json, limit, max_frames } => cmd_events(&store, json, limit, max_frames),
         Cmd::Decode { store, ids, json } => cmd_decode(&store, &ids, json),
@@ -171,6 +178,37 @@ fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
         }
     }
     writeln!(out, "\nmore: lucce events {0} | less   ·   lucce stats {0}   ·   lucce verify {0}", opts.out.display())?;
+    Ok(if report.mismatches.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn cmd_java_demo(dir: &Path) -> anyhow::Result<ExitCode> {
+    let store = lucce::java_demo::record_example(dir)?;
+    let o = open_store(&store)?;
+    let report = verify_store(&o.store, &o.graph, |_| {})?;
+    println!(
+        "\nrecorded {} events on {} threads; each also kept the JVM's own stack trace: {} exact, {} wrong",
+        report.events,
+        o.store.threads()?.len(),
+        report.checked - report.mismatches.iter().filter(|m| m.expected.is_some()).count() as u64,
+        report.mismatches.len()
+    );
+    let mut dec = ContextDecoder::new(&o.graph);
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    for item in o.store.events() {
+        let (seq, ev) = item?;
+        let ctx = dec.decode(ev.site, ev.c, ev.v)?;
+        writeln!(out)?;
+        let thread = o.thread_name(ev.thread);
+        JavaText { max_frames: 8 }.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
+    }
+    if let Some((site, c, v)) = o.store.token(1)? {
+        let ev = lucce_log_format::EventRecord { thread: u32::MAX, kind: lucce_log_format::EventKind::Mark, site, c, v, label: Some("the context of token 1 (Lucce.context() in Order.created)".into()), truth: None };
+        let ctx = dec.decode(site, c, v)?;
+        writeln!(out)?;
+        JavaText { max_frames: 8 }.event(&mut out, &dec, &DecodedEvent { seq: 0, event: &ev, thread: "-", ctx })?;
+    }
+    writeln!(out, "\nstore: {0}\nmore: lucce events {0} --json · lucce decode {0} @2 · lucce cct {0} · lucce verify {0}", store.display())?;
     Ok(if report.mismatches.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 

@@ -74,7 +74,7 @@ fn lucce(args: &[&str]) -> (i32, String, String) {
 }
 
 fn small_store(dir: &Path) {
-    let (code, _, err) = lucce(&["demo", "--out", dir.to_str().unwrap(), "--events", "2000", "--threads", "2", "--recursion-depth", "200", "--show", "0"]);
+    let (code, _, err) = lucce(&["demo", "--synthetic", "--out", dir.to_str().unwrap(), "--events", "2000", "--threads", "2", "--recursion-depth", "200", "--show", "0"]);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -107,7 +107,7 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
     let (code, out, _) = lucce(&["decode", &p("s"), "0", "--json"]);
     assert_eq!(code, 0);
     assert!(out.contains("\"frames\":[{"), "{out}");
-    assert_clean_error(&["demo", "--out", &p("s")], "already exists");
+    assert_clean_error(&["demo", "--synthetic", "--out", &p("s")], "already exists");
 
     // Another format version.
     {

@@ -656,7 +656,8 @@ impl Recorder {
     /// frames and native methods (hidden frames are omitted by the JVM already).
     fn truth(&self, env: Jni) -> Option<Vec<TruthFrame>> {
         let text = self.call_helper(env, |h| h.truth)?;
-        let frames = text
+        let capped = text.starts_with("capped\n");
+        let mut frames: Vec<TruthFrame> = text
             .lines()
             .filter_map(|l| {
                 let mut p = l.split('\t');
@@ -669,6 +670,9 @@ impl Recorder {
                 })
             })
             .collect();
+        if capped {
+            frames.push(TruthFrame::capped());
+        }
         Some(frames)
     }
 

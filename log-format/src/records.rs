@@ -68,6 +68,18 @@ pub struct TruthFrame {
     pub line: i32,
 }
 
+impl TruthFrame {
+    /// Marks the end of a runtime stack that the JVM cut (MaxJavaStackTraceDepth): the frames
+    /// before it are the top of the stack, not all of it.
+    pub fn capped() -> TruthFrame {
+        TruthFrame { class: String::new(), method: "<more frames: the JVM cut this trace>".into(), file: None, line: -1 }
+    }
+
+    pub fn is_capped(&self) -> bool {
+        self.class.is_empty() && *self == TruthFrame::capped()
+    }
+}
+
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct EventRecord {
     pub thread: u32,

@@ -220,6 +220,12 @@ public final class Runtime {
     static String truth() {
         StackTraceElement[] st = new Throwable().getStackTrace();
         StringBuilder sb = new StringBuilder(st.length * 64);
+        // Throwable keeps at most MaxJavaStackTraceDepth frames (1024 by default); a walk counts
+        // them all, so a cut trace is flagged and compared as the top of the stack only.
+        if (st.length >= 1024 && StackWalker.getInstance(StackWalker.Option.SHOW_REFLECT_FRAMES)
+                .walk(frames -> frames.count()) > st.length) {
+            sb.append("capped\n");
+        }
         for (StackTraceElement e : st) {
             String f = e.getFileName();
             sb.append(e.getClassName()).append('\t').append(e.getMethodName()).append('\t')

@@ -1,0 +1,717 @@
+//! Record mode on a real JVM: the Java programs under tests/live_scripts/ call
+//! `Lucce.mark(T.here("label"))`, where `T.here` prints the label and the frames
+//! `new Throwable().getStackTrace()` shows at that line (its own frame left out), independently
+//! of the agent. Every mark event that `lucce events --json` decodes must have exactly those
+//! frames — class, method, file and line — minus native-method frames (the documented rule; the
+//! frames the JVM hides it hides from both). Each program also runs with `verify=1` (and the
+//! smaller ones with `sample=1,verify=1`), and `lucce verify` must find no mismatch.
+//!
+//! Needs a JDK 17+ (JAVA_HOME, else /usr/lib/jvm/java-17-openjdk-amd64, else `java`/`javac` on
+//! PATH) and, for the JNI test, gcc. The agent library is built by the test itself (`cargo build
+//! -p lucce-agent`, same profile and target directory) unless LUCCE_AGENT_LIB points at one. The
+//! programs are compiled once per test process against a stub of `lucce.Lucce` that is not on
+//! the run-time class path (the agent defines the real one).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `Lucce` as the programs compile against it; never on the run-time class path.
+const STUB: &str = "package lucce;\n\
+public final class Lucce {\n\
+    private Lucce() {}\n\
+    public static void mark(String label) {}\n\
+    public static long context() { return 0; }\n\
+}\n";
+
+// ---------------------------------------------------------------------------------------------
+// Tools: JDK, agent, CLI, compiled programs
+
+fn java_home() -> Option<PathBuf> {
+    if let Some(h) = std::env::var_os("JAVA_HOME") {
+        let h = PathBuf::from(h);
+        if h.join("bin/javac").exists() {
+            return Some(h);
+        }
+    }
+    let deb = PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64");
+    if deb.join("bin/javac").exists() {
+        return Some(deb);
+    }
+    // javac on PATH: JAVA_HOME is two levels above the real file.
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("javac"))
+        .find(|p| p.exists())
+        .and_then(|p| p.canonicalize().ok())
+        .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
+}
+
+fn tool(name: &str) -> PathBuf {
+    java_home().map(|h| h.join("bin").join(name)).unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Builds (once per test process) and returns the agent library.
+fn agent_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        if let Some(p) = std::env::var_os("LUCCE_AGENT_LIB") {
+            return PathBuf::from(p);
+        }
+        // target/<profile>/deps/live_jvm-HASH -> target/<profile>
+        let exe = std::env::current_exe().expect("current_exe");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "lucce-agent", "--lib"])
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if release {
+            cmd.arg("--release");
+        }
+        let out = cmd.output().expect("run cargo build -p lucce-agent");
+        assert!(out.status.success(), "building the agent failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let lib = profile_dir.join("liblucce_agent.so");
+        assert!(lib.exists(), "{} missing after build", lib.display());
+        lib
+    })
+}
+
+fn lucce_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_lucce"))
+}
+
+fn scripts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live_scripts")
+}
+
+/// Compiles the stub and every tests/live_scripts/*.java once; returns the class directory
+/// (the stub's classes are elsewhere).
+fn classes() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stub_src = dir.path().join("stub-src/lucce");
+        let stub_classes = dir.path().join("stub-classes");
+        let classes = dir.path().join("classes");
+        std::fs::create_dir_all(&stub_src).unwrap();
+        std::fs::write(stub_src.join("Lucce.java"), STUB).unwrap();
+        let out = Command::new(tool("javac"))
+            .arg("-d")
+            .arg(&stub_classes)
+            .arg(stub_src.join("Lucce.java"))
+            .output()
+            .expect("run javac");
+        assert!(out.status.success(), "javac (stub) failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let mut sources: Vec<PathBuf> = std::fs::read_dir(scripts_dir())
+            .expect("tests/live_scripts")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "java"))
+            .collect();
+        sources.sort();
+        let out = Command::new(tool("javac"))
+            .arg("-g")
+            .arg("-cp")
+            .arg(&stub_classes)
+            .arg("-d")
+            .arg(&classes)
+            .args(&sources)
+            .output()
+            .expect("run javac");
+        assert!(out.status.success(), "javac failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!classes.join("lucce").exists(), "the stub must not be on the run-time class path");
+        (dir, classes)
+    })
+    .1
+}
+
+/// Compiles tests/live_scripts/live_jni.c once into a shared library.
+fn jni_lib() -> &'static Path {
+    static LIB: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &LIB.get_or_init(|| {
+        let home = java_home().expect("the JNI test needs a JDK with include/jni.h (JAVA_HOME)");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lib = dir.path().join("libLiveJni.so");
+        let out = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])
+            .arg(format!("-I{}", home.join("include").display()))
+            .arg(format!("-I{}", home.join("include/linux").display()))
+            .arg("-o")
+            .arg(&lib)
+            .arg(scripts_dir().join("live_jni.c"))
+            .output()
+            .expect("run gcc");
+        assert!(out.status.success(), "gcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        (dir, lib)
+    })
+    .1
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running processes
+
+/// Kills the child if the test ends (panics, times out) before it exited.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` to its end with a timeout, collecting stdout and stderr.
+fn run(mut cmd: Command, what: &str) -> Outcome {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = KillOnDrop(cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}")));
+    // The readers end at EOF, i.e. when the process exits; their messages double as the exit signal.
+    let (tx, rx) = mpsc::channel();
+    for (i, pipe) in [
+        Box::new(child.0.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.0.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut pipe = pipe;
+            let mut s = Vec::new();
+            let _ = pipe.read_to_end(&mut s);
+            let _ = tx.send((i, String::from_utf8_lossy(&s).into_owned()));
+        });
+    }
+    drop(tx);
+    let deadline = Instant::now() + TIMEOUT;
+    let mut outs = [String::new(), String::new()];
+    for _ in 0..2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((i, s)) => outs[i] = s,
+            Err(_) => panic!("{what} did not finish within {TIMEOUT:?}"),
+        }
+    }
+    let status = child.0.wait().expect("wait");
+    let [stdout, stderr] = outs;
+    Outcome { code: status.code(), stdout, stderr }
+}
+
+/// Runs `java -agentpath:AGENT=OPTS JVM_ARGS -cp CLASSES MAIN`.
+fn run_java(main: &str, agent_options: &str, jvm_args: &[OsString]) -> Outcome {
+    let mut cmd = Command::new(tool("java"));
+    cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+    cmd.arg(format!("-agentpath:{}={agent_options}", agent_lib().display()));
+    cmd.args(jvm_args).arg("-cp").arg(classes()).arg(main);
+    run(cmd, &format!("java {main} ({agent_options})"))
+}
+
+fn run_lucce(args: &[&OsString]) -> Outcome {
+    let mut cmd = Command::new(lucce_bin());
+    cmd.args(args);
+    run(cmd, &format!("lucce {args:?}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames: what T.here printed, what lucce decoded
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Frame {
+    class: String,
+    method: String,
+    file: Option<String>,
+    line: i64,
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}({}:{})", self.class, self.method, self.file.as_deref().unwrap_or("Unknown Source"), self.line)
+    }
+}
+
+fn show(frames: &[Frame]) -> String {
+    let mut s = String::new();
+    for f in frames {
+        s.push_str(&format!("\n\tat {f}"));
+    }
+    s
+}
+
+/// The `#here` lines of a program's stdout: label -> frames, native frames (line -2) dropped.
+fn parse_heres(stdout: &str) -> BTreeMap<String, Vec<Frame>> {
+    let mut heres = BTreeMap::new();
+    for line in stdout.lines().filter(|l| l.starts_with("#here\t")) {
+        let mut fields = line.split('\t').skip(1);
+        let label = fields.next().expect("label").to_string();
+        let rest: Vec<&str> = fields.collect();
+        assert_eq!(rest.len() % 4, 0, "malformed #here line: {line}");
+        let frames: Vec<Frame> = rest
+            .chunks(4)
+            .map(|c| Frame {
+                class: c[0].to_string(),
+                method: c[1].to_string(),
+                file: (!c[2].is_empty()).then(|| c[2].to_string()),
+                line: c[3].parse().unwrap_or_else(|_| panic!("bad line number in {line}")),
+            })
+            .filter(|f| f.line != -2)
+            .collect();
+        assert!(!frames.is_empty(), "no frame below T.here in {line}");
+        assert!(heres.insert(label.clone(), frames).is_none(), "label {label} printed twice");
+    }
+    heres
+}
+
+/// The label as the program wrote it (T.here appends `#N`).
+fn base_label(label: &str) -> &str {
+    label.rsplit_once('#').map_or(label, |(b, _)| b)
+}
+
+#[derive(Debug)]
+struct MarkEvent {
+    seq: u64,
+    thread: String,
+    label: Option<String>,
+    truncated: bool,
+    frames: Vec<Frame>,
+}
+
+fn json_frames(v: &serde_json::Value) -> Vec<Frame> {
+    v.as_array()
+        .expect("frames array")
+        .iter()
+        .map(|f| Frame {
+            class: f["class"].as_str().expect("class").to_string(),
+            method: f["method"].as_str().expect("method").to_string(),
+            file: f["file"].as_str().map(str::to_string),
+            line: if f["native"].as_bool() == Some(true) { -2 } else { f["line"].as_i64().expect("line") },
+        })
+        .collect()
+}
+
+/// `lucce events STORE --json`, mark events only.
+fn mark_events(store: &Path) -> Vec<MarkEvent> {
+    let out = run_lucce(&[&"events".into(), &store.into(), &"--json".into()]);
+    assert_eq!(out.code, Some(0), "lucce events failed:\n{}", out.stderr);
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("bad JSON line ({e}): {l}")))
+        .filter(|v| v["kind"] == "mark")
+        .map(|v| MarkEvent {
+            seq: v["seq"].as_u64().expect("seq"),
+            thread: v["thread"].as_str().unwrap_or("").to_string(),
+            label: v["label"].as_str().map(str::to_string),
+            truncated: v["truncated"].as_bool().expect("truncated"),
+            frames: json_frames(&v["frames"]),
+        })
+        .collect()
+}
+
+/// Every mark event decodes to exactly the frames T.here printed for its label, and every label
+/// T.here printed has its event.
+fn check_marks(what: &str, heres: &BTreeMap<String, Vec<Frame>>, store: &Path) {
+    let events = mark_events(store);
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    for ev in &events {
+        let Some(label) = &ev.label else {
+            problems.push(format!("mark event #{} (thread {}) has no label", ev.seq, ev.thread));
+            continue;
+        };
+        let Some(expected) = heres.get(label) else {
+            problems.push(format!("mark event #{} label {label:?} was never printed by T.here", ev.seq));
+            continue;
+        };
+        if !seen.insert(label.clone()) {
+            problems.push(format!("label {label:?} recorded twice (event #{})", ev.seq));
+        }
+        if ev.frames != *expected {
+            let first = expected.iter().zip(&ev.frames).position(|(a, b)| a != b).unwrap_or(expected.len().min(ev.frames.len()));
+            problems.push(format!(
+                "MISMATCH {what}: mark {label:?} (event #{}, thread {:?}, truncated {}): {} frames expected, {} decoded, first difference at frame {first}\n  expected (Throwable, natives dropped):{}\n  decoded:{}",
+                ev.seq,
+                ev.thread,
+                ev.truncated,
+                expected.len(),
+                ev.frames.len(),
+                show(expected),
+                show(&ev.frames)
+            ));
+        }
+    }
+    for label in heres.keys().filter(|l| !seen.contains(*l)) {
+        problems.push(format!("{what}: T.here printed {label:?} but no mark event carries it"));
+    }
+    if !problems.is_empty() {
+        // Very deep stacks make huge messages: cap each one.
+        let text: Vec<String> = problems
+            .iter()
+            .take(8)
+            .map(|p| if p.len() > 20_000 { format!("{}\n  ... ({} more bytes)", &p[..20_000], p.len() - 20_000) } else { p.clone() })
+            .collect();
+        panic!("{what}: {} of {} mark events wrong or missing:\n{}", problems.len(), events.len(), text.join("\n\n"));
+    }
+}
+
+#[derive(Debug)]
+struct Verified {
+    events: u64,
+    verified: u64,
+}
+
+/// `lucce verify STORE`: exit 0 and "0 mismatches".
+fn verify(what: &str, store: &Path) -> Verified {
+    let out = run_lucce(&[&"verify".into(), &store.into(), &"--show".into(), &"5".into()]);
+    let summary = out.stdout.lines().last().unwrap_or("").to_string();
+    let nums: Vec<u64> = summary.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    let text = || {
+        let s = &out.stdout;
+        if s.len() > 30_000 {
+            format!("{}\n... ({} bytes)", &s[..30_000], s.len())
+        } else {
+            s.clone()
+        }
+    };
+    assert_eq!(out.code, Some(0), "lucce verify {what} failed ({summary}):\n{}\n{}", text(), out.stderr);
+    // "N events, M verified (T truncated ...), K mismatches or undecodable"
+    assert_eq!(nums.len(), 4, "unexpected verify summary: {summary:?}");
+    assert_eq!(nums[3], 0, "{what}: {summary}");
+    Verified { events: nums[0], verified: nums[1] }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+struct Scenario<'a> {
+    main: &'a str,
+    jvm_args: Vec<OsString>,
+    /// Also run with `sample=1,verify=1`.
+    sample: bool,
+    /// Labels (as written in the program) that must have been printed at least once.
+    expect: &'a [&'a str],
+}
+
+impl<'a> Scenario<'a> {
+    fn new(main: &'a str) -> Self {
+        Scenario { main, jvm_args: Vec::new(), sample: false, expect: &[] }
+    }
+
+    fn jvm(mut self, args: &[&str]) -> Self {
+        self.jvm_args.extend(args.iter().map(OsString::from));
+        self
+    }
+
+    fn sample(mut self) -> Self {
+        self.sample = true;
+        self
+    }
+
+    fn expect(mut self, labels: &'a [&'a str]) -> Self {
+        self.expect = labels;
+        self
+    }
+
+    /// One run per agent option set; returns the stdout and the store of the `verify=1` run.
+    fn run(&self) -> (tempfile::TempDir, Outcome) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut first = None;
+        let modes: &[&str] = if self.sample { &["verify=1", "sample=1,verify=1"] } else { &["verify=1"] };
+        for (i, mode) in modes.iter().enumerate() {
+            let store = tmp.path().join(format!("store{i}"));
+            let log = tmp.path().join(format!("agent{i}.log"));
+            let opts = format!("out={},{mode},summary=off,log={}", store.display(), log.display());
+            let what = format!("{} ({mode})", self.main);
+            let out = run_java(self.main, &opts, &self.jvm_args);
+            let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+            assert_eq!(out.code, Some(0), "{what} failed:\nstderr:\n{}\nagent log:\n{log_text}", out.stderr);
+            assert!(
+                !log_text.contains("[Error]"),
+                "{what}: the agent logged errors:\n{log_text}\nstderr:\n{}",
+                out.stderr
+            );
+            let heres = parse_heres(&out.stdout);
+            for want in self.expect {
+                assert!(heres.keys().any(|l| base_label(l) == *want), "{what}: no mark {want:?} printed; stdout:\n{}", out.stdout);
+            }
+            check_marks(&what, &heres, &store);
+            let v = verify(&what, &store);
+            assert!(v.verified >= heres.len() as u64, "{what}: only {} of {} events verified", v.verified, v.events);
+            if mode.contains("sample") {
+                assert!(v.verified > 10 * heres.len() as u64, "{what}: sample=1 gave only {} verified events", v.verified);
+            }
+            first.get_or_insert((store, out));
+        }
+        let (_, out) = first.unwrap();
+        (tmp, out)
+    }
+}
+
+#[test]
+fn threads_and_pools() {
+    Scenario::new("LiveThreads")
+        .sample()
+        .expect(&[
+            "main-start",
+            "thread-subclass-0",
+            "thread-step-2",
+            "runnable-plain",
+            "lambda-thread",
+            "callable-7",
+            "callable-103",
+            "runnable-pooled-3",
+            "runnable-tight-5",
+            "fork-join-7",
+            "callable-200",
+            "callable-201",
+            "main-end",
+        ])
+        .run();
+}
+
+#[test]
+fn deep_recursion_through_several_sites() {
+    Scenario::new("LiveRecursion")
+        .jvm(&["-Xss512m", "-XX:MaxJavaStackTraceDepth=1000000"])
+        .expect(&[
+            "pass1-down-a-10000",
+            "pass1-bottom-a",
+            "pass1-up-a-9003",
+            "pass2-down-a-10000",
+            "pass2-bottom-a",
+            "pass2-up-a-3001",
+            "thread-down-a-2500",
+            "thread-bottom-a",
+            "thread-up-a-6002",
+        ])
+        .run();
+}
+
+#[test]
+fn exceptions_catch_rethrow_finally() {
+    Scenario::new("LiveExceptions")
+        .sample()
+        .expect(&[
+            "boom-ctor-first",
+            "finally-first-30",
+            "caught-first",
+            "rethrow-catch-first",
+            "rethrow-finally-first",
+            "caught-wrapped-first",
+            "finally-after-rethrow-second",
+            "after-catch-second",
+            "nfe-x1",
+            "close-ok-a",
+            "twr-body-ok",
+            "close-throw-b",
+            "twr-catch-throw",
+            "loop-catch-3",
+            "nested-inner-finally",
+            "nested-outer-catch",
+            "finally-overrides-throw",
+            "main-end",
+        ])
+        .run();
+}
+
+#[test]
+fn reflection_before_and_after_inflation() {
+    // The default inflation threshold (15) set explicitly: calls 0..14 go through the native
+    // accessor, 15.. through generated bytecode accessors.
+    Scenario::new("LiveReflect")
+        .jvm(&["-Dsun.reflect.inflationThreshold=15"])
+        .sample()
+        .expect(&["ctor-0", "ctor-24", "inst-0-0", "inst-24-24", "stat-0", "stat-helper-20", "secret-s24", "fail-r19", "fail-caught-16", "proxy-p2", "ctor-1000"])
+        .run();
+}
+
+#[test]
+fn reflection_generated_accessors_only() {
+    // No native accessor at all: every call goes through a generated one.
+    Scenario::new("LiveReflect")
+        .jvm(&["-Dsun.reflect.noInflation=true"])
+        .expect(&["ctor-0", "inst-3-3", "stat-10", "fail-caught-0"])
+        .run();
+}
+
+#[test]
+fn lambdas_method_refs_indy_concat_method_handles() {
+    Scenario::new("LiveLambdas")
+        .sample()
+        .expect(&[
+            "lambda-runnable",
+            "lambda-capturing-2",
+            "lambda-nested-6-7",
+            "static-ref-21",
+            "bound-ref-bob-amy",
+            "unbound-ref-bob",
+            "ctor-ref-cid",
+            "toString-bob",
+            "toString-dan",
+            "stream-map-6",
+            "mh-static-exact",
+            "mh-static-generic",
+            "mh-virtual-bob-2",
+            "mh-virtual-eve-9",
+            "ctor-ref-mhctor",
+            "mh-filter-quiet",
+            "mh-virtual-fay-5",
+        ])
+        .run();
+}
+
+#[test]
+fn class_initialization() {
+    Scenario::new("LiveClinit")
+        .sample()
+        .expect(&[
+            "clinit-by-field",
+            "clinit-compute-3",
+            "clinit-by-call",
+            "by-call-body",
+            "clinit-by-new",
+            "by-new-ctor",
+            "clinit-outer-before",
+            "clinit-inner",
+            "clinit-outer-after",
+            "clinit-by-forname",
+            "clinit-starts-thread",
+            "clinit-thread-run",
+            "clinit-thread-deeper",
+            "enum-ctor-GREEN",
+            "enum-clinit",
+            "main-end",
+        ])
+        .run();
+}
+
+#[test]
+fn custom_class_loader() {
+    Scenario::new("LiveLoader")
+        .sample()
+        .expect(&[
+            "loadClass-LiveLoadedA",
+            "define-LiveLoadedA",
+            "loaded-true",
+            "loadedA-clinit",
+            "loadedA-run-3",
+            "loadClass-LiveLoadedB",
+            "loadedB-twice-3",
+            "loadClass-LiveLoadedC",
+            "loadedC-get",
+        ])
+        .run();
+}
+
+#[test]
+fn synchronized_default_bridge_enum_switch() {
+    Scenario::new("LiveMisc")
+        .sample()
+        .expect(&[
+            "sync-instance",
+            "sync-static",
+            "sync-block-nested",
+            "default-Square",
+            "override-default",
+            "default-Circle",
+            "interface-static",
+            "compareTo-5.0-4.0",
+            "bridge-get",
+            "enum-method-MUL",
+            "enum-body-ADD",
+            "switch-enum-other",
+            "switch-alpha",
+            "switch-beta-gamma-gamma",
+            "switch-Aa",
+            "switch-BB",
+            "switch-default-delta",
+            "varargs-3",
+            "inner-class",
+            "anonymous",
+            "local-class",
+        ])
+        .run();
+}
+
+#[test]
+fn jni_callbacks() {
+    Scenario::new("LiveJni")
+        .jvm(&[&format!("-Dlive.jni={}", jni_lib().display())])
+        .sample()
+        .expect(&["jni-static-2", "jni-static-0", "jni-instance-7", "jni-helper-7", "jni-runnable", "jni-anon", "main-end"])
+        .run();
+}
+
+/// `#token` lines: name -> (token, label of the mark on the same line, or "").
+fn parse_tokens(stdout: &str) -> BTreeMap<String, (u64, String)> {
+    let mut tokens = BTreeMap::new();
+    for line in stdout.lines().filter(|l| l.starts_with("#token\t")) {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 4, "malformed #token line: {line}");
+        let t: u64 = f[2].parse().unwrap_or_else(|_| panic!("bad token in {line}"));
+        assert!(tokens.insert(f[1].to_string(), (t, f[3].to_string())).is_none(), "token {} printed twice", f[1]);
+    }
+    tokens
+}
+
+#[test]
+fn context_tokens_and_decode() {
+    let (tmp, out) = Scenario::new("LiveTokens").sample().expect(&["mark-main1", "mark-main2", "mark-deep5", "mark-thread"]).run();
+    let store = tmp.path().join("store0");
+    let tokens = parse_tokens(&out.stdout);
+    assert!(tokens.values().all(|(t, _)| *t > 0), "tokens must be positive: {tokens:?}");
+    // Names are GROUP/N: equal tokens within a group, distinct across groups.
+    let mut groups: BTreeMap<&str, BTreeSet<u64>> = BTreeMap::new();
+    for (name, (t, _)) in &tokens {
+        groups.entry(name.split_once('/').expect("GROUP/N").0).or_default().insert(*t);
+    }
+    let want: BTreeSet<&str> = [
+        "loop", "viaA", "viaB", "rec3", "rec4", "direct", "other-line", "at-main1", "at-main2", "at-deep5", "thread", "at-thread",
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(groups.keys().copied().collect::<BTreeSet<_>>(), want, "token groups printed");
+    for (g, ts) in &groups {
+        assert_eq!(ts.len(), 1, "group {g}: one context, several tokens {ts:?} ({tokens:?})");
+    }
+    let distinct: BTreeSet<u64> = groups.values().flatten().copied().collect();
+    assert_eq!(distinct.len(), groups.len(), "different contexts must give different tokens: {groups:?}");
+
+    // `lucce decode STORE @TOKEN` gives the frames of the mark on the token's line.
+    let heres = parse_heres(&out.stdout);
+    for (name, (t, label)) in tokens.iter().filter(|(n, _)| n.starts_with("at-")) {
+        let expected = heres.get(label).unwrap_or_else(|| panic!("{name}: no #here line for {label:?}"));
+        let out = run_lucce(&[&"decode".into(), &store.clone().into(), &format!("@{t}").into(), &"--json".into()]);
+        assert_eq!(out.code, Some(0), "lucce decode @{t} failed:\n{}", out.stderr);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "one JSON line per id: {}", out.stdout);
+        let v: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+        let decoded = json_frames(&v["frames"]);
+        assert_eq!(v["truncated"].as_bool(), Some(false), "{name}: @{t} decodes truncated");
+        assert!(
+            decoded == *expected,
+            "MISMATCH {name}: @{t} decodes differently from mark {label:?}\n  expected:{}\n  decoded:{}",
+            show(expected),
+            show(&decoded)
+        );
+    }
+    // A token from another run's store is not silently decoded as something else.
+    let out = run_lucce(&[&"decode".into(), &store.into(), &"@999999999".into()]);
+    assert_ne!(out.code, Some(0), "an unknown token must be an error: {}", out.stdout);
+}
