@@ -52,6 +52,8 @@ use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 
 /// Events a thread buffers before handing them to the writer.
 const BUFFER_EVENTS: usize = 1024;
+/// Tokens a thread remembers before it starts over.
+const THREAD_TOKENS: usize = 4096;
 /// How often the flusher hands every thread's buffer to the writer.
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Frames fetched per GetStackTrace call of a walk (a walk usually stops within a few; the cost
@@ -110,7 +112,7 @@ pub struct Recorder {
     tokens: Mutex<FxHashMap<(u32, u64, u64), u64>>,
     /// Sites that call the lucce API (the pending record is trusted by the API natives only
     /// when it comes from one: the first call of a site may resolve classes in between).
-    api_sites: RwLock<rustc_hash::FxHashSet<u32>>,
+    api_sites: SiteBits,
     /// `class.name(desc)` of methods the rewriter left alone: invisible frames.
     unrewritten: RwLock<rustc_hash::FxHashSet<String>>,
     buffers: Mutex<Vec<Weak<Mutex<Vec<EventRecord>>>>>,
@@ -125,6 +127,28 @@ struct RuntimeHelpers {
     class: usize,
     truth: usize,
     thread_name: usize,
+}
+
+/// A set of site ids readable without a lock (one bit per site, 2 MiB).
+struct SiteBits(Vec<AtomicU64>);
+
+impl SiteBits {
+    /// Sites beyond are never in the set (their API calls take the walk: slower, still exact).
+    const SITES: usize = 1 << 24;
+
+    fn new() -> SiteBits {
+        SiteBits((0..Self::SITES / 64).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    fn insert(&self, site: u32) {
+        if let Some(w) = self.0.get(site as usize / 64) {
+            w.fetch_or(1 << (site % 64), Ordering::Release);
+        }
+    }
+
+    fn contains(&self, site: u32) -> bool {
+        self.0.get(site as usize / 64).is_some_and(|w| w.load(Ordering::Acquire) & (1 << (site % 64)) != 0)
+    }
 }
 
 /// One thread's slot, shared with the Java probes (agent/java/lucce/Runtime.java reads and writes
@@ -199,6 +223,8 @@ struct ThreadState {
     thread: Cell<Option<u32>>,
     buffer: RefCell<Option<EventBuffer>>,
     stack: RefCell<Vec<FrameInfo>>,
+    /// Tokens this thread handed out lately, so that a repeated context skips the global map.
+    tokens: RefCell<Option<FxHashMap<(u32, u64, u64), u64>>>,
 }
 
 thread_local! {
@@ -211,6 +237,7 @@ thread_local! {
             thread: Cell::new(None),
             buffer: RefCell::new(None),
             stack: RefCell::new(Vec::new()),
+            tokens: RefCell::new(None),
         }
     };
 }
@@ -275,7 +302,7 @@ impl Recorder {
             location_sites: Mutex::new(FxHashMap::default()),
             entry_sites: Mutex::new(FxHashMap::default()),
             tokens: Mutex::new(FxHashMap::default()),
-            api_sites: RwLock::new(Default::default()),
+            api_sites: SiteBits::new(),
             unrewritten: RwLock::new(Default::default()),
             buffers: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
@@ -304,9 +331,8 @@ impl Recorder {
                 self.error(format_args!("method {id}: {e}"));
             }
         }
-        let api: Vec<u32> = sites.iter().filter(|(_, s)| s.api).map(|(id, _)| *id).collect();
-        if !api.is_empty() {
-            self.api_sites.write().unwrap_or_else(|e| e.into_inner()).extend(api);
+        for (id, _) in sites.iter().filter(|(_, s)| s.api) {
+            self.api_sites.insert(*id);
         }
         for (id, s) in sites {
             let kind = match s.kind {
@@ -579,7 +605,7 @@ impl Recorder {
     /// The site and context of the frame that called a lucce API native.
     fn api_caller(&self) -> Caller {
         match take_pending() {
-            Some((site, ctx)) if self.api_sites.read().unwrap_or_else(|e| e.into_inner()).contains(&site) => Caller::Frame { site, ctx },
+            Some((site, ctx)) if self.api_sites.contains(site) => Caller::Frame { site, ctx },
             _ => self.walk(None, None),
         }
     }
@@ -593,13 +619,28 @@ impl Recorder {
 
     fn context(&self) -> u64 {
         let Caller::Frame { site, ctx } = self.api_caller() else { return 0 };
-        let mut tokens = lock(&self.tokens);
-        let next = tokens.len() as u64 + 1;
-        let token = *tokens.entry((site, ctx.c, ctx.v)).or_insert(next);
-        if token == next {
-            self.stats.tokens.fetch_add(1, Ordering::Relaxed);
-            self.handle.token(token, site, ctx.c, ctx.v);
+        let key = (site, ctx.c, ctx.v);
+        if let Some(t) = TLS.with(|t| t.tokens.borrow().as_ref().and_then(|m| m.get(&key).copied())) {
+            return t;
         }
+        let token = {
+            let mut tokens = lock(&self.tokens);
+            let next = tokens.len() as u64 + 1;
+            let token = *tokens.entry(key).or_insert(next);
+            if token == next {
+                self.stats.tokens.fetch_add(1, Ordering::Relaxed);
+                self.handle.token(token, site, ctx.c, ctx.v);
+            }
+            token
+        };
+        TLS.with(|t| {
+            let mut mine = t.tokens.borrow_mut();
+            let mine = mine.get_or_insert_with(FxHashMap::default);
+            if mine.len() >= THREAD_TOKENS {
+                mine.clear();
+            }
+            mine.insert(key, token);
+        });
         token
     }
 
