@@ -414,13 +414,14 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges, {} graph versions ({} anchors), {} walks, {} location sites, {} truncated, {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges, {} graph versions ({} anchors), {} slow entries, {} walks, {} location sites, {} truncated, {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
                 e.edges,
                 e.version,
                 e.anchors,
+                e.slow_entries,
                 s.walks.load(Ordering::Relaxed),
                 s.location_sites.load(Ordering::Relaxed),
                 s.truncated.load(Ordering::Relaxed),

@@ -167,6 +167,24 @@ struct Slot {
     sample: AtomicU32,
 }
 
+impl Slot {
+    /// Everything but the owner: pending site, flag, c, v, last version, sample countdown.
+    fn snapshot(&self) -> (u32, u32, u64, u64, u64, u32) {
+        let r = Ordering::Relaxed;
+        (self.site.load(r), self.valid.load(r), self.c.load(r), self.v.load(r), self.last_v.load(r), self.sample.load(r))
+    }
+
+    fn restore(&self, (site, valid, c, v, last_v, sample): (u32, u32, u64, u64, u64, u32)) {
+        let r = Ordering::Relaxed;
+        self.site.store(site, r);
+        self.valid.store(valid, r);
+        self.c.store(c, r);
+        self.v.store(v, r);
+        self.last_v.store(last_v, r);
+        self.sample.store(sample, r);
+    }
+}
+
 const SLOT_BYTES: usize = 64;
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
 /// Home slots (a thread's is `tid & (HOME_SLOTS - 1)`); a thread whose home slot is taken gets a
@@ -676,9 +694,15 @@ impl Recorder {
     fn call_helper(&self, env: Jni, pick: impl Fn(&RuntimeHelpers) -> usize) -> Option<String> {
         let h = (*lock(&self.runtime))?;
         let was_busy = TLS.with(|t| t.busy.replace(true));
+        // The helper's own Java code runs the probes' fast path on this thread's home slot (only
+        // the agent's paths see `busy`): keep the slot as it was.
+        let saved = my_slot().map(|s| s.snapshot());
         let s = env.call_static_object_noargs(h.class as jclass, pick(&h) as jmethodID);
         let text = env.string(s);
         env.delete_local_ref(s);
+        if let (Some(slot), Some(saved)) = (my_slot(), saved) {
+            slot.restore(saved);
+        }
         TLS.with(|t| t.busy.set(was_busy));
         text
     }

@@ -1,4 +1,5 @@
-//! Per-call-site memo of Algorithm 1 results, readable without a lock.
+//! A memo of Algorithm 1 results, readable without a lock: ⟨site, callee, caller version⟩ →
+//! ⟨add, callee version⟩.
 //!
 //! Why a memo is exact: an update of edge ⟨p, l, n⟩ entered with caller version `v_in` produced
 //! ⟨c + add, v_out⟩ where graph `v_out` has lv(p) = v_in and av(e) = add. Graph versions are
@@ -6,25 +7,43 @@
 //! same site and callee, whatever the graph did since. The steady-state path is therefore one
 //! seqlock read of this table.
 //!
-//! Layout (stable, so that code outside Rust can read it at `base + site * SLOT_BYTES`):
+//! A call site inside a method entered in many contexts sees many caller versions, so the table
+//! is indexed by a hash of the whole key, not by site: bucket `bucket_index(site, callee, v_in)`.
+//! Layout (stable, so that code outside Rust can read it at `base + bucket * SLOT_BYTES`):
 //! `seq: u64` (odd while a writer is inside), then [`WAYS`] ways of
-//! `{ callee + 1: u64 (0 = empty), v_in: u64, add: u64, v_out: u64 }`. All fields are read and
-//! written as atomics; writers are serialized by the encoder's lock.
+//! `{ key: u64 = site << 32 | (callee + 1) (0 = empty), v_in: u64, add: u64, v_out: u64 }`. All
+//! fields are read and written as atomics; writers are serialized by the encoder's lock.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 #[repr(C)]
 struct Way {
-    callee_plus1: AtomicU64,
+    key: AtomicU64,
     v_in: AtomicU64,
     add: AtomicU64,
     v_out: AtomicU64,
 }
 
-/// Entries per site: a site keeps its last four ⟨callee, caller version⟩ results (a call site
-/// inside a method that is entered in several contexts sees several caller versions).
+/// Entries per bucket.
 pub const WAYS: usize = 4;
+
+/// The multiplier of [`bucket_index`] (also in agent/java/lucce/Runtime.java).
+pub const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The way key of ⟨site, callee⟩: never 0.
+#[inline]
+pub fn way_key(site: u32, callee: u32) -> u64 {
+    ((site as u64) << 32) | (callee as u64 + 1)
+}
+
+/// The bucket of a key in a table of `buckets` (a power of two) buckets: the top bits of a
+/// multiplicative hash of the way key mixed with the caller version.
+#[inline]
+pub fn bucket_index(site: u32, callee: u32, v_in: u64, buckets: usize) -> usize {
+    let h = (way_key(site, callee) ^ v_in.rotate_left(29)).wrapping_mul(HASH_MUL);
+    (h >> 32) as usize & (buckets - 1)
+}
 
 #[repr(C)]
 struct Slot {
@@ -35,8 +54,8 @@ struct Slot {
 /// Size of one site's slot in bytes.
 pub const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
 
-/// A fixed-capacity table of slots, one per site id. The memory is reserved zeroed up front and
-/// committed by the OS only where sites are used.
+/// A fixed-size table of buckets. The memory is reserved zeroed up front and committed by the OS
+/// only where buckets are used.
 pub struct SiteCache {
     slots: *mut Slot,
     capacity: usize,
@@ -48,9 +67,9 @@ unsafe impl Send for SiteCache {}
 unsafe impl Sync for SiteCache {}
 
 impl SiteCache {
-    /// Reserves room for `capacity` sites. Sites at or past the capacity are simply never cached.
+    /// A table of `capacity` buckets (rounded up to a power of two).
     pub fn new(capacity: usize) -> SiteCache {
-        let capacity = capacity.max(1);
+        let capacity = capacity.max(1).next_power_of_two();
         let layout = Layout::array::<Slot>(capacity).expect("site cache capacity overflows");
         // SAFETY: the layout has non-zero size; all-zero bytes are a valid `Slot` (atomics of 0,
         // meaning "empty way, even sequence").
@@ -61,7 +80,7 @@ impl SiteCache {
         SiteCache { slots, capacity }
     }
 
-    /// Number of sites the table can hold.
+    /// Number of buckets (a power of two).
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -72,28 +91,24 @@ impl SiteCache {
     }
 
     #[inline]
-    fn slot(&self, site: u32) -> Option<&Slot> {
-        let i = site as usize;
-        if i < self.capacity {
-            // SAFETY: i is in bounds of the allocation, which lives as long as `self`.
-            Some(unsafe { &*self.slots.add(i) })
-        } else {
-            None
-        }
+    fn slot(&self, site: u32, callee: u32, v_in: u64) -> &Slot {
+        let i = bucket_index(site, callee, v_in, self.capacity);
+        // SAFETY: i is masked into the allocation, which lives as long as `self`.
+        unsafe { &*self.slots.add(i) }
     }
 
     /// The memoized ⟨add, v_out⟩ for entering `callee` through `site` with caller version `v_in`.
     #[inline]
     pub fn lookup(&self, site: u32, callee: u32, v_in: u64) -> Option<(u64, u64)> {
-        let slot = self.slot(site)?;
+        let slot = self.slot(site, callee, v_in);
         let s1 = slot.seq.load(Ordering::Acquire);
         if s1 & 1 != 0 {
             return None;
         }
-        let key = callee as u64 + 1;
+        let key = way_key(site, callee);
         let mut hit = None;
         for w in &slot.ways {
-            if w.callee_plus1.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == v_in {
+            if w.key.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == v_in {
                 hit = Some((w.add.load(Ordering::Relaxed), w.v_out.load(Ordering::Relaxed)));
                 break;
             }
@@ -107,19 +122,19 @@ impl SiteCache {
 
     /// Records a result. Must be called by one writer at a time (the encoder holds its lock).
     pub(crate) fn store(&self, site: u32, callee: u32, v_in: u64, add: u64, v_out: u64) {
-        let Some(slot) = self.slot(site) else { return };
-        let key = callee as u64 + 1;
+        let slot = self.slot(site, callee, v_in);
+        let key = way_key(site, callee);
         let s = slot.seq.load(Ordering::Relaxed);
         // Overwrite the same key if present, else the ways in turn (the sequence counts stores).
         let way = slot
             .ways
             .iter()
-            .position(|w| w.callee_plus1.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == v_in)
+            .position(|w| w.key.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == v_in)
             .unwrap_or(((s >> 1) as usize) % WAYS);
         slot.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         let w = &slot.ways[way];
-        w.callee_plus1.store(key, Ordering::Relaxed);
+        w.key.store(key, Ordering::Relaxed);
         w.v_in.store(v_in, Ordering::Relaxed);
         w.add.store(add, Ordering::Relaxed);
         w.v_out.store(v_out, Ordering::Relaxed);
@@ -140,18 +155,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn two_ways_keep_two_callees_and_out_of_range_sites_never_hit() {
+    fn keys_are_exact_and_empty_slots_never_hit() {
         let c = SiteCache::new(4);
         c.store(2, 7, 10, 3, 11);
         c.store(2, 8, 10, 5, 12);
+        c.store(3, 7, 10, 6, 13);
         assert_eq!(c.lookup(2, 7, 10), Some((3, 11)));
         assert_eq!(c.lookup(2, 8, 10), Some((5, 12)));
+        assert_eq!(c.lookup(3, 7, 10), Some((6, 13)), "the site is part of the key");
         assert_eq!(c.lookup(2, 7, 9), None, "other caller version must miss");
         c.store(2, 7, 20, 4, 21);
         assert_eq!(c.lookup(2, 7, 20), Some((4, 21)));
-        assert_eq!(c.lookup(2, 8, 10), Some((5, 12)), "same-callee refresh keeps the other way");
-        c.store(9, 1, 1, 1, 1);
-        assert_eq!(c.lookup(9, 1, 1), None);
         assert_eq!(c.lookup(0, 0, 0), None, "zeroed slot is empty");
+        // A full table forgets but never answers wrongly.
+        for k in 0..1000u32 {
+            c.store(k, k, k as u64, k as u64 * 2, k as u64 * 3);
+        }
+        for k in 0..1000u32 {
+            if let Some(hit) = c.lookup(k, k, k as u64) {
+                assert_eq!(hit, (k as u64 * 2, k as u64 * 3));
+            }
+        }
     }
 }

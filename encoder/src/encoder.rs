@@ -30,13 +30,13 @@ use crate::{is_root, THREAD_ROOT_SITE, TRUNCATED_ROOT_SITE};
 pub struct EncoderConfig {
     /// Exclusive upper bound of callIds (see "Overflow rule"). At least 2.
     pub call_id_limit: u64,
-    /// How many sites get a lock-free cache slot (136 bytes each, committed lazily by the OS).
+    /// Buckets of the lock-free memo (136 bytes each, four results; committed lazily by the OS).
     pub site_cache_capacity: usize,
 }
 
 impl Default for EncoderConfig {
     fn default() -> Self {
-        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 21 }
+        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 18 }
     }
 }
 

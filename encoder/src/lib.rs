@@ -14,7 +14,7 @@ mod encoder;
 mod ids;
 mod meta;
 
-pub use cache::{SiteCache, SLOT_BYTES, WAYS};
+pub use cache::{bucket_index, SiteCache, HASH_MUL, SLOT_BYTES, WAYS};
 pub use encoder::{EncodeError, Encoder, EncoderConfig, EncoderStats};
 pub use ids::{Context, MethodId, SiteId, ANCHOR_BIT};
 pub use meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta, ACC_HIDDEN_FRAME};

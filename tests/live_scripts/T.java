@@ -3,7 +3,8 @@
  * frames `new Throwable().getStackTrace()` shows at the caller of {@code here} (its own top frame
  * dropped, so the first frame printed is the line of the `Lucce.mark(T.here(...))` call), and
  * returns the label made unique: {@code label#N}, N counting the calls of this JVM (so a label a
- * program prints twice still names one event). Native frames are printed too (line -2); the Rust side drops them.
+ * program prints twice still names one event). Native frames are printed too (line -2); the
+ * test drops them.
  *
  * Line format: `#here<TAB>label` then, per frame, `<TAB>class<TAB>method<TAB>file<TAB>line`
  * (an empty file when the JVM has none).

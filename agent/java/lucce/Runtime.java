@@ -11,8 +11,9 @@ package lucce;
  * arithmetic plus an Unsafe access, no JNI.
  *
  * Rules that keep this safe inside a JVM whose every other class calls these probes:
- * - The probes call nothing but sun.misc.Unsafe / jdk.internal.misc.Unsafe, which the agent never
- *   instruments; calling any instrumented method from a probe would recurse forever.
+ * - The probes call nothing but Thread.currentThread() (native), the native accessors of
+ *   sun.misc.Unsafe (which the agent never instruments) and this class's natives; calling any
+ *   instrumented method from a probe would recurse forever.
  * - The static initializer itself runs instrumented JDK code, which calls the probes again on the
  *   initializing thread before the statics are set. Every probe checks its id against a limit that
  *   is 0 until initialization has finished (the limits are assigned last), so those calls do
@@ -38,9 +39,9 @@ public final class Runtime {
 
     // Record mode: the steady-state path reads the encoder's site cache and the thread's slot
     // (both in memory the agent owns; layouts in encoder/src/cache.rs and agent/src/recorder.rs).
-    /** Site cache: base address, number of sites, bytes per site. */
-    private static final long CACHE, CACHE_SITES;
-    /** Bytes per site: a sequence word, then four ways of {callee + 1, v_in, add, v_out}. */
+    /** The encoder's memo: base address, bucket index mask (0 = not usable). */
+    private static final long CACHE, CACHE_MASK;
+    /** Bytes per bucket: a sequence word, then four ways of {site << 32 | callee + 1, v_in, add, v_out}. */
     private static final long CACHE_SLOT = 136L;
     /** callIds stay below this (the overflow rule); results at or above it take the slow path. */
     private static final long LIMIT;
@@ -56,7 +57,7 @@ public final class Runtime {
         long base = 0L, methods = 0L, sites = 0L;
         boolean atomic = true;
         boolean record = false;
-        long cache = 0L, cacheSites = 0L, limit = 0L, slots = 0L, slotMask = 0L, tid = -1L;
+        long cache = 0L, cacheMask = 0L, limit = 0L, slots = 0L, slotMask = 0L, tid = -1L;
         int sample = 0;
         try {
             long b = counters();
@@ -67,13 +68,13 @@ public final class Runtime {
                 atomic = u.getLong(null, b + 16L) != 0L;
                 record = u.getLong(null, b + 24L) != 0L;
                 cache = u.getLong(null, b + 32L);
-                cacheSites = u.getLong(null, b + 40L);
+                cacheMask = u.getLong(null, b + 40L) - 1L;
                 limit = u.getLong(null, b + 48L);
                 slots = u.getLong(null, b + 56L);
                 slotMask = u.getLong(null, b + 64L);
                 sample = (int) u.getLong(null, b + 72L);
                 if (u.getLong(null, b + 80L) != CACHE_SLOT) {
-                    cacheSites = 0L; // another layout: every entry takes the agent's path
+                    cacheMask = -1L; // another layout: every entry takes the agent's path
                 }
                 base = b;
                 if (record) {
@@ -95,7 +96,7 @@ public final class Runtime {
         ATOMIC = atomic;
         RECORD = record;
         CACHE = cache;
-        CACHE_SITES = cacheSites;
+        CACHE_MASK = cacheMask;
         LIMIT = limit;
         SLOTS = slots;
         SLOT_MASK = slotMask;
@@ -134,11 +135,15 @@ public final class Runtime {
             long s = slot();
             if (s != 0L && U.getInt(null, s + 12L) != 0) {
                 long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
-                if (site < CACHE_SITES && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
+                if (CACHE_MASK >= 0L && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
                     long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
-                    long e = CACHE + site * CACHE_SLOT;
+                    // The bucket of ⟨site, callee, v⟩: encoder/src/cache.rs, bucket_index.
+                    long key = (site << 32) | ((methodId & 0xFFFFFFFFL) + 1L);
+                    // (No Long.rotateLeft: every JDK method is instrumented, so a probe that
+                    // called one would recurse.)
+                    long h = (key ^ ((v << 29) | (v >>> 35))) * 0x9E3779B97F4A7C15L;
+                    long e = CACHE + ((h >>> 32) & CACHE_MASK) * CACHE_SLOT;
                     long seq = U.getLongVolatile(null, e);
-                    long key = (methodId & 0xFFFFFFFFL) + 1L;
                     long add = -1L, vOut = 0L;
                     for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
                         if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == v) {
