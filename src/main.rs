@@ -285,7 +285,8 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
             _ => bail!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"),
         };
         let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
-        let thread = o.thread_name(ev.thread);
+        // Tokens and raw contexts belong to no recorded thread.
+        let thread = if ev.thread == u32::MAX { "-".to_string() } else { o.thread_name(ev.thread) };
         fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
     }
     Ok(ExitCode::SUCCESS)

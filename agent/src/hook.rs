@@ -77,8 +77,13 @@ pub fn recorder() -> Option<&'static Recorder> {
 
 /// The method of a site the rewriter registered.
 pub fn site_method(site: u32) -> Option<u32> {
+    site_position(site).map(|(m, _)| m)
+}
+
+/// The method and line of a site the rewriter registered.
+pub fn site_position(site: u32) -> Option<(u32, i32)> {
     let t = agent()?.registry.tables();
-    t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| s.method)
+    t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| (s.method, s.line))
 }
 
 /// Whether the options instrument this class (internal name).
@@ -131,9 +136,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
             let r: &'static Recorder = RECORDER.get_or_init(|| r);
             let registry = r.registry();
             registry.set_sink(Box::new(move |m, s| r.define(m, s)));
-            let (cache, cache_sites, limit) = r.cache_table();
-            let (slots, mask) = r.slot_table();
-            counters.set_record_header(cache, cache_sites, limit, slots, mask, options.sample);
+            counters.set_record_header(&r.tables());
             (Some(r), registry)
         }
         None => (None, Registry::new()),

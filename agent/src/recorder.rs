@@ -109,7 +109,10 @@ pub struct Recorder {
     location_sites: Mutex<FxHashMap<(u32, i64), u32>>,
     /// method → the location site of its entry probe (sample events).
     entry_sites: Mutex<FxHashMap<u32, u32>>,
-    tokens: Mutex<FxHashMap<(u32, u64, u64), u64>>,
+    /// ⟨method, line, c, v⟩ → token.
+    tokens: Mutex<FxHashMap<(u32, i32, u64, u64), u64>>,
+    /// Location site → ⟨method, line⟩.
+    location_meta: Mutex<FxHashMap<u32, (u32, i32)>>,
     /// Sites that call the lucce API (the pending record is trusted by the API natives only
     /// when it comes from one: the first call of a site may resolve classes in between).
     api_sites: SiteBits,
@@ -320,6 +323,7 @@ impl Recorder {
             location_sites: Mutex::new(FxHashMap::default()),
             entry_sites: Mutex::new(FxHashMap::default()),
             tokens: Mutex::new(FxHashMap::default()),
+            location_meta: Mutex::new(FxHashMap::default()),
             api_sites: SiteBits::new(),
             unrewritten: RwLock::new(Default::default()),
             buffers: Mutex::new(Vec::new()),
@@ -603,6 +607,7 @@ impl Recorder {
         }
         self.stats.location_sites.fetch_add(1, Ordering::Relaxed);
         sites.insert((method, location), id);
+        lock(&self.location_meta).insert(id, (method, line));
         Some(id)
     }
 
@@ -635,16 +640,21 @@ impl Recorder {
         }
     }
 
+    /// The token of the caller's context. Tokens are keyed by what a trace shows of the
+    /// innermost frame (method, line) plus the frame's ⟨c, v⟩, not by site id: the first call
+    /// of a site may be resolved by a walk, which names the place with a location site instead
+    /// of the rewriter's site, and both must give one token.
     fn context(&self) -> u64 {
         let Caller::Frame { site, ctx } = self.api_caller() else { return 0 };
-        let key = (site, ctx.c, ctx.v);
-        if let Some(t) = TLS.with(|t| t.tokens.borrow().as_ref().and_then(|m| m.get(&key).copied())) {
+        let fast_key = (site, ctx.c, ctx.v);
+        if let Some(t) = TLS.with(|t| t.tokens.borrow().as_ref().and_then(|m| m.get(&fast_key).copied())) {
             return t;
         }
+        let Some((method, line)) = crate::hook::site_position(site).or_else(|| self.location_position(site)) else { return 0 };
         let token = {
             let mut tokens = lock(&self.tokens);
             let next = tokens.len() as u64 + 1;
-            let token = *tokens.entry(key).or_insert(next);
+            let token = *tokens.entry((method, line, ctx.c, ctx.v)).or_insert(next);
             if token == next {
                 self.stats.tokens.fetch_add(1, Ordering::Relaxed);
                 self.handle.token(token, site, ctx.c, ctx.v);
@@ -657,9 +667,14 @@ impl Recorder {
             if mine.len() >= THREAD_TOKENS {
                 mine.clear();
             }
-            mine.insert(key, token);
+            mine.insert(fast_key, token);
         });
         token
+    }
+
+    /// Method and line of a location site.
+    fn location_position(&self, site: u32) -> Option<(u32, i32)> {
+        lock(&self.location_meta).get(&site).copied()
     }
 
     fn record(&self, env: Jni, kind: EventKind, site: u32, ctx: Context, label: Option<String>) {
@@ -801,17 +816,6 @@ impl Recorder {
         });
     }
 
-    /// Values for the runtime class's header: thread slots base and index mask.
-    pub fn slot_table(&self) -> (usize, u64) {
-        (self.slots.0 as usize, (HOME_SLOTS - 1) as u64)
-    }
-
-    /// Values for the runtime class's header: site cache base and capacity, callId limit.
-    pub fn cache_table(&self) -> (usize, usize, u64) {
-        let c = self.encoder.site_cache();
-        (c.base_address(), c.capacity(), self.encoder.call_id_limit())
-    }
-
     /// VM death: every buffer, then the store is committed and closed. Later events are dropped.
     pub fn close(&self) -> Option<WriterReport> {
         self.drain_all();
@@ -829,6 +833,21 @@ impl Recorder {
 
     pub fn encoder_stats(&self) -> lucce_encoder::EncoderStats {
         self.encoder.stats()
+    }
+
+    /// Where the tables the runtime class reads are.
+    pub fn tables(&self) -> crate::runtime::RecordTables {
+        let (c, a) = (self.encoder.site_cache(), self.encoder.anchor_cache());
+        crate::runtime::RecordTables {
+            cache_base: c.base_address(),
+            cache_buckets: c.capacity(),
+            anchor_base: a.base_address(),
+            anchor_buckets: a.capacity(),
+            limit: self.encoder.call_id_limit(),
+            slots: self.slots.0 as usize,
+            slot_mask: (HOME_SLOTS - 1) as u64,
+            sample: self.sample,
+        }
     }
 }
 

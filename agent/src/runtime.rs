@@ -17,7 +17,7 @@ pub const API_CLASS_NAME: &CStr = c"lucce/Lucce";
 
 /// Header of the region, read once by `Runtime.<clinit>`: method limit, site limit, atomic flag,
 /// record flag, then (record mode) site cache base and capacity, callId limit, thread slots base
-/// and index mask, sample interval, site cache bytes per site.
+/// and index mask, sample interval, bytes per cache bucket, anchor table base and buckets.
 const HEADER_BYTES: usize = 128;
 /// Reserved counters. Virtual address space only: the mapping is lazily committed, so a page is
 /// backed by memory only once a probe bumps a counter in it.
@@ -36,6 +36,18 @@ pub enum RuntimeError {
 
 /// The counter region: `[header | method counters | site counters]`, u64 each, never unmapped
 /// (instrumented daemon threads may still run while the VM shuts down).
+/// Where the record-mode tables are, for the runtime class.
+pub struct RecordTables {
+    pub cache_base: usize,
+    pub cache_buckets: usize,
+    pub anchor_base: usize,
+    pub anchor_buckets: usize,
+    pub limit: u64,
+    pub slots: usize,
+    pub slot_mask: u64,
+    pub sample: u64,
+}
+
 pub struct Counters {
     base: *mut u8,
     len: usize,
@@ -74,9 +86,20 @@ impl Counters {
     }
 
     /// The record-mode part of the header (before `lucce/Runtime` is initialized).
-    pub fn set_record_header(&self, cache_base: usize, cache_sites: usize, limit: u64, slots: usize, slot_mask: u64, sample: u64) {
+    pub fn set_record_header(&self, t: &RecordTables) {
         let slot_bytes = lucce_encoder::SLOT_BYTES as u64;
-        for (i, v) in [cache_base as u64, cache_sites as u64, limit, slots as u64, slot_mask, sample, slot_bytes].into_iter().enumerate() {
+        let words = [
+            t.cache_base as u64,
+            t.cache_buckets as u64,
+            t.limit,
+            t.slots as u64,
+            t.slot_mask,
+            t.sample,
+            slot_bytes,
+            t.anchor_base as u64,
+            t.anchor_buckets as u64,
+        ];
+        for (i, v) in words.into_iter().enumerate() {
             self.slot(4 + i).store(v, Ordering::Relaxed);
         }
     }

@@ -101,6 +101,9 @@ struct State {
 pub struct Encoder<S: GraphSink> {
     limit: u64,
     cache: SiteCache,
+    /// ⟨site, callee, caller c⟩ → ⟨caller v, anchored context's version⟩: the anchors, readable
+    /// without the lock (same table layout; the "v_in" word holds c).
+    anchor_cache: SiteCache,
     state: Mutex<State>,
     sink: S,
 }
@@ -111,6 +114,7 @@ impl<S: GraphSink> Encoder<S> {
         let enc = Encoder {
             limit: config.call_id_limit.max(2),
             cache: SiteCache::new(config.site_cache_capacity),
+            anchor_cache: SiteCache::new(config.site_cache_capacity),
             state: Mutex::new(State {
                 version: 0,
                 nodes: Vec::new(),
@@ -153,6 +157,12 @@ impl<S: GraphSink> Encoder<S> {
     /// The lock-free cache, for runtimes that read it directly.
     pub fn site_cache(&self) -> &SiteCache {
         &self.cache
+    }
+
+    /// The lock-free anchor table, for runtimes that read it directly: bucket of ⟨site, callee,
+    /// c⟩, ways {site << 32 | callee + 1, c, v, anchored version | ANCHOR_BIT}.
+    pub fn anchor_cache(&self) -> &SiteCache {
+        &self.anchor_cache
     }
 
     /// The exclusive upper bound of callIds.
@@ -225,8 +235,14 @@ impl<S: GraphSink> Encoder<S> {
     #[inline]
     pub fn enter_cached(&self, site: SiteId, caller: Context, callee: MethodId) -> Option<Context> {
         let (add, v) = self.cache.lookup(site.0, callee.0, caller.v)?;
-        let c = caller.c.checked_add(add)?;
-        (c < self.limit).then_some(Context { c, v })
+        match caller.c.checked_add(add) {
+            Some(c) if c < self.limit => Some(Context { c, v }),
+            // Past the limit: the anchor this exact caller context got before, if any.
+            _ => match self.anchor_cache.lookup(site.0, callee.0, caller.c)? {
+                (v_caller, anchored) if v_caller == caller.v => Some(Context { c: 0, v: anchored }),
+                _ => None,
+            },
+        }
     }
 
     /// The context of a thread's first frame, `callee`.
@@ -244,12 +260,8 @@ impl<S: GraphSink> Encoder<S> {
     /// caller version before.
     #[inline]
     pub fn enter(&self, site: SiteId, caller: Context, callee: MethodId) -> Result<Context, EncodeError> {
-        if let Some((add, v)) = self.cache.lookup(site.0, callee.0, caller.v) {
-            if let Some(c) = caller.c.checked_add(add) {
-                if c < self.limit {
-                    return Ok(Context { c, v });
-                }
-            }
+        if let Some(ctx) = self.enter_cached(site, caller, callee) {
+            return Ok(ctx);
         }
         self.enter_slow(site, caller, callee)
     }
@@ -297,7 +309,11 @@ impl<S: GraphSink> Encoder<S> {
         self.cache.store(site.0, callee.0, caller.v, add, v_out);
         match caller.c.checked_add(add) {
             Some(c) if c < self.limit => Ok(Some(Context { c, v: v_out })),
-            _ => Ok(Some(st.anchor(&self.sink, site, callee, caller))),
+            _ => {
+                let ctx = st.anchor(&self.sink, site, callee, caller);
+                self.anchor_cache.store(site.0, callee.0, caller.c, caller.v, ctx.v);
+                Ok(Some(ctx))
+            }
         }
     }
 

@@ -43,6 +43,8 @@ public final class Runtime {
     private static final long CACHE, CACHE_MASK;
     /** Bytes per bucket: a sequence word, then four ways of {site << 32 | callee + 1, v_in, add, v_out}. */
     private static final long CACHE_SLOT = 136L;
+    /** The encoder's anchor table (same layout, bucket of ⟨site, callee, c⟩): base, mask. */
+    private static final long ANCHORS, ANCHOR_MASK;
     /** callIds stay below this (the overflow rule); results at or above it take the slow path. */
     private static final long LIMIT;
     /** Per-thread slots: base address, index mask (home slot = tid & mask), 64 bytes each. */
@@ -57,7 +59,7 @@ public final class Runtime {
         long base = 0L, methods = 0L, sites = 0L;
         boolean atomic = true;
         boolean record = false;
-        long cache = 0L, cacheMask = 0L, limit = 0L, slots = 0L, slotMask = 0L, tid = -1L;
+        long cache = 0L, cacheMask = 0L, anchors = 0L, anchorMask = -1L, limit = 0L, slots = 0L, slotMask = 0L, tid = -1L;
         int sample = 0;
         try {
             long b = counters();
@@ -73,8 +75,11 @@ public final class Runtime {
                 slots = u.getLong(null, b + 56L);
                 slotMask = u.getLong(null, b + 64L);
                 sample = (int) u.getLong(null, b + 72L);
+                anchors = u.getLong(null, b + 88L);
+                anchorMask = u.getLong(null, b + 96L) - 1L;
                 if (u.getLong(null, b + 80L) != CACHE_SLOT) {
                     cacheMask = -1L; // another layout: every entry takes the agent's path
+                    anchorMask = -1L;
                 }
                 base = b;
                 if (record) {
@@ -97,6 +102,8 @@ public final class Runtime {
         RECORD = record;
         CACHE = cache;
         CACHE_MASK = cacheMask;
+        ANCHORS = anchors;
+        ANCHOR_MASK = anchorMask;
         LIMIT = limit;
         SLOTS = slots;
         SLOT_MASK = slotMask;
@@ -153,14 +160,21 @@ public final class Runtime {
                         }
                     }
                     U.loadFence();
-                    long nc = c + add;
-                    if ((seq & 1L) == 0L && add >= 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
-                        U.putInt(null, s + 12L, 0);
-                        U.putLong(null, s + 32L, vOut);
-                        if (SAMPLE != 0) {
-                            U.putInt(null, s + 40L, U.getInt(null, s + 40L) + 1);
+                    if ((seq & 1L) == 0L && add >= 0L && U.getLong(null, e) == seq) {
+                        long nc = c + add;
+                        if (nc < c || nc >= LIMIT) {
+                            // Past the limit: the anchor this caller context got before, if any.
+                            vOut = anchored(key, c, v);
+                            nc = 0L;
                         }
-                        return nc;
+                        if (vOut != 0L) {
+                            U.putInt(null, s + 12L, 0);
+                            U.putLong(null, s + 32L, vOut);
+                            if (SAMPLE != 0) {
+                                U.putInt(null, s + 40L, U.getInt(null, s + 40L) + 1);
+                            }
+                            return nc;
+                        }
                     }
                 }
             }
@@ -171,6 +185,25 @@ public final class Runtime {
             bump(ENTRIES + (i << 3));
         }
         return 0L;
+    }
+
+    /** The anchored version for ⟨site, callee⟩ = `key` entered from ⟨c, v⟩, or 0 when not cached. */
+    private static long anchored(long key, long c, long v) {
+        if (ANCHOR_MASK < 0L) {
+            return 0L;
+        }
+        long h = (key ^ ((c << 29) | (c >>> 35))) * 0x9E3779B97F4A7C15L;
+        long e = ANCHORS + ((h >>> 32) & ANCHOR_MASK) * CACHE_SLOT;
+        long seq = U.getLongVolatile(null, e);
+        long found = 0L;
+        for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
+            if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == c && U.getLong(null, w + 16L) == v) {
+                found = U.getLong(null, w + 24L);
+                break;
+            }
+        }
+        U.loadFence();
+        return (seq & 1L) == 0L && U.getLong(null, e) == seq ? found : 0L;
     }
 
     /** The graph version of the context `enter` just returned (record mode). */
