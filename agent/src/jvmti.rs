@@ -403,7 +403,7 @@ impl Jvmti {
         let mut p: *mut u8 = std::ptr::null_mut();
         // SAFETY: slot 75; outs are locals.
         check(unsafe { f(self.0, method, &mut n, &mut p) })?;
-        let op = (location >= 0 && (location as i64) < n as i64 && !p.is_null())
+        let op = (location >= 0 && location < n as i64 && !p.is_null())
             // SAFETY: in bounds of the `n` bytes the VM returned.
             .then(|| unsafe { *p.add(location as usize) });
         self.deallocate(p);

@@ -92,6 +92,8 @@ pub struct RecorderStats {
 }
 
 type EventBuffer = Arc<Mutex<Vec<EventRecord>>>;
+/// ⟨site, c, v⟩ → token, per thread.
+type TokenCache = FxHashMap<(u32, u64, u64), u64>;
 
 pub struct Recorder {
     jvmti: Jvmti,
@@ -245,7 +247,7 @@ struct ThreadState {
     buffer: RefCell<Option<EventBuffer>>,
     stack: RefCell<Vec<FrameInfo>>,
     /// Tokens this thread handed out lately, so that a repeated context skips the global map.
-    tokens: RefCell<Option<FxHashMap<(u32, u64, u64), u64>>>,
+    tokens: RefCell<Option<TokenCache>>,
 }
 
 thread_local! {
@@ -687,7 +689,7 @@ impl Recorder {
             t.events.set(n);
             n
         });
-        let truth = (self.verify != 0 && n % self.verify == 0).then(|| self.truth(env)).flatten();
+        let truth = (self.verify != 0 && n.is_multiple_of(self.verify)).then(|| self.truth(env)).flatten();
         let e = EventRecord { thread, kind, site, c: ctx.c, v: ctx.v, label, truth };
         self.stats.events.fetch_add(1, Ordering::Relaxed);
         TLS.with(|t| {
