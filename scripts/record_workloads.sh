@@ -40,8 +40,8 @@ for n in "${names[@]}"; do
     m1=$(sed -n 's/.*, \([0-9]*\) mismatches.*/\1/p' <<<"$v")
     ev=$((ev + ${e1:-0})); ver=$((ver + ${v1:-0})); tr=$((tr + ${t1:-0})); mis=$((mis + ${m1:-0}))
     st=$("$LUCCE" stats "$s" 2>/dev/null)
-    vs=$((vs + $(awk '/^graph versions/ {print $3}' <<<"$st" | head -1 || echo 0)))
-    an=$((an + $(awk '/^anchors/ {print $2}' <<<"$st" | head -1 || echo 0)))
+    v2=$(awk '/^graph versions/ {print $3}' <<<"$st" | head -1); a2=$(awk '/^anchors/ {print $2}' <<<"$st" | head -1)
+    vs=$((vs + ${v2:-0})); an=$((an + ${a2:-0}))
   done
   [[ $mis -eq 0 ]] || status=1
   printf '%-14s %-10s %9s %12s %10s %10s %10s %11s %10s %12s\n' "$n" "$check" "${wall:--}" "$ev" "$ver" "$mis" "$tr" "$vs" "$an" \
