@@ -5,17 +5,19 @@
 //! ParCCT's packets carry a copy of the shadow stack as a header so that each packet can be
 //! turned into a partial CCT on its own. lucce needs no header: every event already names its
 //! full context as ⟨site, callId, version⟩, so a packet is just a range of event sequence numbers.
-//! Workers of a crossbeam pool take packets from a queue, decode their events and add them to a
-//! partial tree; partial trees are merged at the end. Metrics are sums (and the ordering hint a
-//! minimum), so the merged tree does not depend on packet size, packet order or worker count;
-//! [`Cct`] is then put in a canonical form so that equal profiles are equal values and print
-//! byte-identically.
+//! Workers read their packets' event blocks and count events by ⟨site, callId, version⟩; each
+//! distinct key is then decoded once, by one worker, into that worker's partial tree; partial
+//! trees are merged at the end. Metrics are sums (and the ordering hint a minimum), so the merged
+//! tree does not depend on packet size, packet order or worker count; [`Cct`] is then put in a
+//! canonical form so that equal profiles are equal values and print byte-identically.
 //!
 //! - [`tree`]: the node arena, merging, canonical form, derived trees (reverse, filter) and the
 //!   compact `root{a:1{b:2}}` notation.
-//! - [`build`]: packets, the worker pool and the per-worker decoding cache.
+//! - [`build`]: packets, the two phases (counting, decoding) and the per-worker decoding cache.
+//! - `tally`: the counting phase's table of events by key.
 
 mod build;
+mod tally;
 mod tree;
 
 pub use build::{build_cct, CctOptions, KindSet, PacketOrder};

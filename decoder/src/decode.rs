@@ -46,6 +46,8 @@ pub struct ContextDecoder<'g> {
     children: FxHashMap<(CtxId, u32), CtxId>,
     nodes: Vec<CtxNode>,
     depth: Vec<u32>,
+    /// Scratch for `decode_frame` (kept for its capacity).
+    path: Vec<((u32, u64, u64), u32, u32)>,
 }
 
 impl<'g> ContextDecoder<'g> {
@@ -57,6 +59,7 @@ impl<'g> ContextDecoder<'g> {
             children: FxHashMap::default(),
             nodes: vec![root(THREAD_ROOT), root(TRUNCATED_ROOT)],
             depth: vec![0, 0],
+            path: Vec::new(),
         }
     }
 
@@ -74,7 +77,14 @@ impl<'g> ContextDecoder<'g> {
 
     /// The context below a frame of `method` entered with ⟨c, v⟩ (its callers).
     fn decode_frame(&mut self, method: u32, c: u64, v: u64) -> Result<CtxId, DecodeError> {
-        let mut path: Vec<((u32, u64, u64), u32, u32)> = Vec::new();
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        let r = self.decode_frame_into(&mut path, method, c, v);
+        self.path = path;
+        r
+    }
+
+    fn decode_frame_into(&mut self, path: &mut Vec<((u32, u64, u64), u32, u32)>, method: u32, c: u64, v: u64) -> Result<CtxId, DecodeError> {
         let (mut n, mut c, mut v) = (method, c, v);
         let mut base = loop {
             if let Some(&id) = self.memo.get(&(n, c, v)) {
@@ -95,7 +105,7 @@ impl<'g> ContextDecoder<'g> {
         };
         // `path[i]` says: frame key i was called from site path[i].1 in method path[i].2, whose
         // own key is path[i+1] (or the base). Build the contexts bottom-up.
-        for (key, site, caller) in path.into_iter().rev() {
+        for &(key, site, caller) in path.iter().rev() {
             base = if caller == THREAD_ROOT.0 || caller == TRUNCATED_ROOT.0 { base } else { self.child(base, site, caller) };
             self.memo.insert(key, base);
         }

@@ -21,8 +21,8 @@ struct InEdge {
 #[derive(Debug, Default)]
 struct Node {
     incoming: Vec<InEdge>,
-    numcc: Vec<(u64, u64)>,
-    lv: Vec<(u64, u64)>,
+    numcc: History,
+    lv: History,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -102,7 +102,13 @@ impl Graph {
     /// A graph with metadata and no edges yet; feed it with [`Graph::apply`].
     pub fn new(methods: Vec<MethodRecord>, sites: Vec<SiteRecord>) -> Graph {
         let nodes = (0..methods.len())
-            .map(|m| Node { numcc: if is_root(lucce_encoder::MethodId(m as u32)) { vec![(0, 1)] } else { Vec::new() }, ..Node::default() })
+            .map(|m| {
+                let mut numcc = History::default();
+                if is_root(lucce_encoder::MethodId(m as u32)) {
+                    numcc.push(0, 1);
+                }
+                Node { numcc, ..Node::default() }
+            })
             .collect();
         Graph { methods, sites, nodes, anchors: FxHashMap::default(), last_version: 0, edges: 0 }
     }
@@ -118,7 +124,7 @@ impl Graph {
                     return Err(bad(format!("version {version}: unknown method")));
                 }
                 if let Some(lv) = caller_lv {
-                    self.nodes[caller as usize].lv.push((version, lv));
+                    self.nodes[caller as usize].lv.push(version, lv);
                 }
                 if new_edge {
                     self.nodes[callee as usize].incoming.push(InEdge { site, caller, added: version });
@@ -128,7 +134,7 @@ impl Graph {
             GraphRecord::NumCC { version, method, numcc } => {
                 self.expect_version(version)?;
                 let node = self.nodes.get_mut(method as usize).ok_or_else(|| bad(format!("version {version}: unknown method {method}")))?;
-                node.numcc.push((version, numcc));
+                node.numcc.push(version, numcc);
             }
             GraphRecord::Anchor { version, site, callee, caller_c, caller_v } => {
                 self.expect_version(version)?;
@@ -181,11 +187,11 @@ impl Graph {
     }
 
     fn numcc_at(&self, m: u32, v: u64) -> u64 {
-        at(&self.nodes[m as usize].numcc, v)
+        self.nodes[m as usize].numcc.at(v)
     }
 
     fn lv_at(&self, m: u32, v: u64) -> u64 {
-        at(&self.nodes[m as usize].lv, v)
+        self.nodes[m as usize].lv.at(v)
     }
 
     /// One decoding step (the paper's De): the edge into `n` that the frame ⟨c, v⟩ came through.
@@ -222,10 +228,59 @@ impl Graph {
     }
 }
 
-/// The value of a history at version v (0 before its first entry).
-fn at(hist: &[(u64, u64)], v: u64) -> u64 {
-    match hist.partition_point(|&(ver, _)| ver <= v) {
-        0 => 0,
-        i => hist[i - 1].1,
+/// Values by version (versions ascending), with every `STRIDE`-th version copied into a small
+/// index: a lookup searches the index (a few cache lines, usually cached) and then one stretch of
+/// `STRIDE` entries, instead of binary-searching a long history line by line from memory.
+#[derive(Debug, Default)]
+struct History {
+    entries: Vec<(u64, u64)>,
+    index: Vec<u64>,
+}
+
+const STRIDE: usize = 16;
+
+impl History {
+    fn push(&mut self, version: u64, value: u64) {
+        // Every STRIDE-th entry starts a stretch.
+        if self.index.len() * STRIDE == self.entries.len() {
+            self.index.push(version);
+        }
+        self.entries.push((version, value));
+    }
+
+    /// The value at version v (0 before the first entry).
+    fn at(&self, v: u64) -> u64 {
+        let stretch = match self.index.partition_point(|&ver| ver <= v) {
+            0 => return 0,
+            j => &self.entries[(j - 1) * STRIDE..(j * STRIDE).min(self.entries.len())],
+        };
+        // The stretch's first version is ≤ v, so the answer is in it.
+        stretch[stretch.partition_point(|&(ver, _)| ver <= v) - 1].1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::History;
+
+    #[test]
+    fn history_lookups_match_a_plain_search() {
+        for len in [0usize, 1, 15, 16, 17, 100, 1000] {
+            let mut h = History::default();
+            let mut plain = Vec::new();
+            for i in 0..len as u64 {
+                // Versions ascending with gaps (and a repeat now and then).
+                let ver = 3 * i + i % 7 / 6 * 2 - (i % 11 == 0 && i > 0) as u64;
+                h.push(ver, i + 100);
+                plain.push((ver, i + 100));
+            }
+            for v in 0..3 * len as u64 + 5 {
+                let want = match plain.partition_point(|&(ver, _)| ver <= v) {
+                    0 => 0,
+                    i => plain[i - 1].1,
+                };
+                assert_eq!(h.at(v), want, "len {len} v {v}");
+            }
+        }
     }
 }

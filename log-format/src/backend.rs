@@ -107,9 +107,37 @@ impl SledBackend {
         }
     }
 
+    /// Like [`Backend::scan_from`], but the values are sled's own buffers (reference-counted
+    /// views of its cached pages), not copies: for readers that only look at each value once.
+    pub(crate) fn scan_shared_from(&self, tree: Tree, from: &[u8]) -> SharedScan {
+        SharedScan(guarded("scanning", || Ok(self.tree(tree).range(from.to_vec()..))).map_err(Some))
+    }
+
     /// Bytes the database occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
         guarded("measuring the database", || self.db.size_on_disk())
+    }
+}
+
+/// Entries in key order from [`SledBackend::scan_shared_from`]; after an error, none.
+pub(crate) struct SharedScan(Result<sled::Iter, Option<StoreError>>);
+
+impl Iterator for SharedScan {
+    type Item = Result<(sled::IVec, sled::IVec), StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let inner = match &mut self.0 {
+            Ok(it) => it,
+            Err(e) => return e.take().map(Err),
+        };
+        let item = match catch_unwind(AssertUnwindSafe(|| inner.next())) {
+            Ok(None) => return None,
+            Ok(Some(Ok(kv))) => return Some(Ok(kv)),
+            Ok(Some(Err(e))) => StoreError::Corrupt(format!("scanning: {e}")),
+            Err(_) => StoreError::Corrupt("scanning: the database files are damaged".into()),
+        };
+        self.0 = Err(None);
+        Some(Err(item))
     }
 }
 

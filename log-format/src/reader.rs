@@ -3,8 +3,10 @@
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
-use crate::backend::{Backend, KeyValue, SledBackend, Tree};
-use crate::records::{decode_block, decode_thread, BlockRecord, EventRecord, GraphRecord, MethodRecord, SiteRecord, ThreadRecord, BLOCK_HEADER};
+use rkyv::util::AlignedVec;
+
+use crate::backend::{Backend, KeyValue, SharedScan, SledBackend, Tree};
+use crate::records::{decode_block, decode_event_cores, decode_thread, BlockRecord, EventCore, EventRecord, GraphRecord, MethodRecord, SiteRecord, ThreadRecord, BLOCK_HEADER};
 use crate::{StoreError, FORMAT_VERSION, MAGIC};
 
 pub(crate) const MAGIC_KEY: &[u8] = b"magic";
@@ -150,6 +152,18 @@ impl StoreReader {
         self.stream::<EventRecord>(Tree::Events, range.start, range.end.min(self.commit.events))
     }
 
+    /// The committed event blocks whose *first* sequence number lies in `starts`, read without
+    /// building [`EventRecord`]s or copying them out of the database (see [`EventBlocks::next_block`]). Every block starts in exactly
+    /// one of a set of ranges that partition `0..commit().events`, so such ranges read each
+    /// block once, by one reader, and together cover every event: the parallel CCT builder's
+    /// packets. Blocks are checked to be contiguous within one call; a caller that splits the
+    /// stream checks with [`EventBlocks::extent`] that the pieces tile it.
+    pub fn event_blocks(&self, starts: std::ops::Range<u64>) -> EventBlocks<'_> {
+        let limit = self.commit.events;
+        let until = starts.end.min(limit);
+        EventBlocks { db: &self.db, from: starts.start, until, limit, scan: None, next: None, first: None, done: starts.start >= until }
+    }
+
     /// Thread names by id.
     pub fn threads(&self) -> Result<Vec<(u32, ThreadRecord)>, StoreError> {
         self.db
@@ -219,6 +233,105 @@ fn block_key(k: &[u8]) -> Option<u64> {
 
 fn block_count(v: &[u8]) -> Option<u64> {
     (v.len() >= BLOCK_HEADER).then(|| u32::from_le_bytes([v[4], v[5], v[6], v[7]]) as u64)
+}
+
+/// Event blocks by first sequence number, from [`StoreReader::event_blocks`].
+pub struct EventBlocks<'a> {
+    db: &'a SledBackend,
+    /// Blocks whose first id is in from..until are read.
+    from: u64,
+    until: u64,
+    /// The commit mark: events at or past it are not returned.
+    limit: u64,
+    scan: Option<SharedScan>,
+    /// One past the last event of the previous block read.
+    next: Option<u64>,
+    /// First id of the first block read.
+    first: Option<u64>,
+    done: bool,
+}
+
+/// One decoded event block (its events' [`EventCore`]s) and the aligned scratch space decoding
+/// uses: kept across blocks and packets, so that a steady stream of blocks allocates nothing.
+#[derive(Default)]
+pub struct EventBuf {
+    scratch: AlignedVec<16>,
+    events: Vec<EventCore>,
+}
+
+impl EventBuf {
+    /// The events of the block last read.
+    pub fn events(&self) -> &[EventCore] {
+        &self.events
+    }
+}
+
+impl EventBlocks<'_> {
+    /// Decodes the next block into `buf` and returns the sequence number of its first event;
+    /// `None` when no more blocks start in the range. Events at or past the commit mark are
+    /// never returned. After an error the iterator is finished.
+    pub fn next_block(&mut self, buf: &mut EventBuf) -> Option<Result<u64, StoreError>> {
+        buf.events.clear();
+        if self.done {
+            return None;
+        }
+        match self.load(buf) {
+            Ok(r) => r.map(Ok),
+            Err(why) => {
+                self.done = true;
+                buf.events.clear();
+                Some(Err(StoreError::Corrupt(format!("{:?} stream: {why}", Tree::Events))))
+            }
+        }
+    }
+
+    fn load(&mut self, buf: &mut EventBuf) -> Result<Option<u64>, String> {
+        let (db, from) = (self.db, self.from);
+        let scan = self.scan.get_or_insert_with(|| db.scan_shared_from(Tree::Events, &from.to_be_bytes()));
+        let kv = scan.next();
+        // Blocks are contiguous: once one was read, the next must start where it ended (which
+        // is before `until`, or reading would have stopped).
+        let expected = self.next;
+        let (key, value) = match kv {
+            Some(kv) => kv.map_err(|e| e.to_string())?,
+            None => {
+                self.done = true;
+                return match expected {
+                    Some(n) => Err(format!("ends at {n} but the commit mark says {}", self.limit)),
+                    None => Ok(None),
+                };
+            }
+        };
+        let first = block_key(&key).ok_or("bad block key")?;
+        match expected {
+            Some(n) if n != first => return Err(format!("block at {first} does not hold record {n} (gap)")),
+            None if first >= self.until => {
+                self.done = true;
+                return Ok(None);
+            }
+            _ => {}
+        }
+        let count = decode_event_cores(&value, &mut buf.scratch, &mut buf.events).map_err(|e| format!("block at {first}: {e}"))?;
+        if count == 0 {
+            return Err(format!("block at {first} is empty"));
+        }
+        let block_end = (first + count as u64).min(self.limit);
+        // Only committed events: past the mark nothing is data.
+        buf.events.truncate((block_end - first) as usize);
+        self.first.get_or_insert(first);
+        self.next = Some(block_end);
+        // The next block starts at block_end: read it only if it starts in the range.
+        if block_end >= self.until {
+            self.done = true;
+        }
+        Ok(Some(first))
+    }
+
+    /// The ids covered by the blocks read so far (first id of the first block, one past the last
+    /// event of the last, capped at the commit mark); `None` if no block was read.
+    pub fn extent(&self) -> Option<std::ops::Range<u64>> {
+        Some(self.first?..self.next?)
+    }
 }
 
 /// Records of one stream with ids in [next, end), checked to be contiguous.

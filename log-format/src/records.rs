@@ -229,6 +229,69 @@ pub fn decode_block<T: BlockRecord>(bytes: &[u8]) -> Result<Vec<T>, String> {
     Ok(records)
 }
 
+/// The fields of an event that aggregation needs (everything but the label and the verification
+/// stack), read straight out of a block's archived records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EventCore {
+    pub thread: u32,
+    pub kind: EventKind,
+    pub site: u32,
+    pub c: u64,
+    pub v: u64,
+}
+
+impl From<&EventRecord> for EventCore {
+    fn from(e: &EventRecord) -> Self {
+        EventCore { thread: e.thread, kind: e.kind, site: e.site, c: e.c, v: e.v }
+    }
+}
+
+/// Checks the header of a block value and copies its payload into `scratch` (aligned for
+/// rkyv); returns the record count the header states.
+fn checked_payload<T: BlockRecord>(bytes: &[u8], scratch: &mut AlignedVec<16>) -> Result<usize, String> {
+    if bytes.len() < BLOCK_HEADER {
+        return Err(format!("block of {} bytes is shorter than its header", bytes.len()));
+    }
+    if bytes[0] != T::TAG as u8 {
+        return Err(format!("block tag {} where {:?} was expected", bytes[0], T::TAG));
+    }
+    let count = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+    let crc = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    let payload = &bytes[BLOCK_HEADER..];
+    if crc32fast::hash(payload) != crc {
+        return Err("block checksum mismatch".into());
+    }
+    scratch.clear();
+    scratch.extend_from_slice(payload);
+    Ok(count)
+}
+
+/// Decodes an event block without building [`EventRecord`]s: the same checks as
+/// [`decode_block`] (header, CRC-32, full rkyv validation, record count), then the core fields
+/// of each record are appended to `out`. `scratch` is reused across calls so a steady stream
+/// of blocks allocates nothing.
+pub fn decode_event_cores(bytes: &[u8], scratch: &mut AlignedVec<16>, out: &mut Vec<EventCore>) -> Result<usize, String> {
+    let count = checked_payload::<EventRecord>(bytes, scratch)?;
+    let records = rkyv::access::<rkyv::vec::ArchivedVec<ArchivedEventRecord>, RkyvError>(scratch)
+        .map_err(|e| format!("block does not decode: {e}"))?;
+    if records.len() != count {
+        return Err(format!("block says {count} records but holds {}", records.len()));
+    }
+    out.reserve(count);
+    out.extend(records.iter().map(|r| EventCore {
+        thread: r.thread.to_native(),
+        kind: match r.kind {
+            ArchivedEventKind::Mark => EventKind::Mark,
+            ArchivedEventKind::Sample => EventKind::Sample,
+            ArchivedEventKind::Alloc => EventKind::Alloc,
+        },
+        site: r.site.to_native(),
+        c: r.c.to_native(),
+        v: r.v.to_native(),
+    }));
+    Ok(count)
+}
+
 /// Thread records are stored one per key, as bare rkyv bytes.
 pub fn encode_thread(t: &ThreadRecord) -> Vec<u8> {
     rkyv::to_bytes::<RkyvError>(t).expect("serializing into memory cannot fail").to_vec()
@@ -254,5 +317,34 @@ mod tests {
         b[last] ^= 0x40;
         assert!(decode_block::<SiteRecord>(&b).unwrap_err().contains("checksum"));
         assert!(decode_block::<SiteRecord>(&b[..5]).is_err());
+    }
+
+    #[test]
+    fn event_cores_match_full_decoding_and_damage_is_detected() {
+        let recs: Vec<EventRecord> = (0..300u64)
+            .map(|i| EventRecord {
+                thread: (i % 3) as u32,
+                kind: [EventKind::Mark, EventKind::Sample, EventKind::Alloc][(i % 3) as usize],
+                site: i as u32 * 7,
+                c: i * i,
+                v: u64::MAX - i,
+                label: (i % 5 == 0).then(|| format!("l{i}")),
+                truth: (i % 7 == 0).then(|| vec![TruthFrame { class: "C".into(), method: "m".into(), file: None, line: 3 }]),
+            })
+            .collect();
+        let b = encode_block(&recs);
+        let (mut scratch, mut out) = (AlignedVec::new(), vec![EventCore { thread: 9, kind: EventKind::Mark, site: 9, c: 9, v: 9 }]);
+        assert_eq!(decode_event_cores(&b, &mut scratch, &mut out).unwrap(), 300);
+        assert_eq!(out[0].site, 9, "appends");
+        assert_eq!(out[1..], recs.iter().map(EventCore::from).collect::<Vec<_>>()[..]);
+        assert!(decode_event_cores(&encode_block(&vec![SiteRecord { method: 1, kind: 0, bci: 0, line: 0 }]), &mut scratch, &mut out).unwrap_err().contains("tag"));
+        let mut d = b.clone();
+        let last = d.len() - 1;
+        d[last] ^= 0x40;
+        assert!(decode_event_cores(&d, &mut scratch, &mut out).unwrap_err().contains("checksum"));
+        let mut d = b.clone();
+        d[4] ^= 1; // count, not covered by the CRC
+        assert!(decode_event_cores(&d, &mut scratch, &mut out).unwrap_err().contains("records"));
+        assert!(decode_event_cores(&b[..5], &mut scratch, &mut out).is_err());
     }
 }

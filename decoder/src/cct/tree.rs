@@ -164,12 +164,6 @@ impl CctBuilder {
         self.nodes[node as usize].metrics.add(m);
     }
 
-    /// Adds one event to a node (the hot path of the builder).
-    #[inline]
-    pub(crate) fn count(&mut self, node: u32) {
-        self.nodes[node as usize].metrics.events += 1;
-    }
-
     /// Adds `m` at the context `path` (root first: key and via per level).
     pub fn add_path(&mut self, path: &[(Key, u32)], m: Metrics) -> Result<u32, CctError> {
         let mut node = 0;
