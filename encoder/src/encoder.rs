@@ -14,6 +14,20 @@
 //! (frames that would reach L are anchors with callId 0), so the ranges [av(e_i), av(e_i) +
 //! numCC(caller_i)) of a callee's incoming edges stay disjoint and cover every callId that can
 //! arrive through them.
+//!
+//! # Cycle-closing edges are segment boundaries
+//! Departure from the paper, which lets recursion grow numCC along every new recursive path (its
+//! "nodeUpdated" events): an edge whose callee already reaches its caller through the edges
+//! counted so far (so it would close a cycle; a self call is one) is a *back edge*. A back edge
+//! adds no width to its callee's numCC and is not part of the callee's incoming list; entering
+//! through it always starts a segment, exactly like the overflow rule (an anchor record, memoized
+//! by ⟨site, callee, c, v⟩). So the counted edges always form a DAG, numCC stops changing as soon
+//! as the graph stops growing, and recursion costs one anchor per distinct recursive context,
+//! logged once — instead of numCC churn until saturation and then an anchor per context anyway.
+//! The classification is made once, when the edge is first seen, with a dynamic topological
+//! order (Pearce and Kelly, "A dynamic topological sort algorithm for directed acyclic graphs",
+//! JEA 2007): an edge that agrees with the order costs nothing; otherwise only the nodes between
+//! the two positions are searched. The decoder needs no change: anchors carry their caller.
 
 use std::collections::hash_map::Entry;
 use std::sync::{Mutex, MutexGuard};
@@ -58,6 +72,8 @@ pub struct EncoderStats {
     pub methods: u64,
     pub sites: u64,
     pub edges: u64,
+    /// Edges that close a cycle (entered only through anchors); included in `edges`.
+    pub back_edges: u64,
     /// The current graph version (= number of graph events logged, anchors included).
     pub version: u64,
     pub anchors: u64,
@@ -70,9 +86,25 @@ struct Node {
     lv: u64,
     /// False for ids skipped over by [`Encoder::define_method`].
     defined: bool,
-    /// Callers of the incoming edges, in the fixed (insertion) order that defines av.
+    /// Callers of the incoming (counted, non-back) edges, in the fixed (insertion) order that
+    /// defines av.
     incoming: Vec<MethodId>,
+    /// Callees of the outgoing counted edges (for the cycle check).
+    outgoing: Vec<MethodId>,
+    /// Position in a topological order of the counted edges: caller before callee.
+    ord: u32,
+    /// Search mark of the cycle check (equal to `State::mark` when visited by the current one).
+    mark: u32,
 }
+
+impl Node {
+    fn new(ord: usize, defined: bool) -> Node {
+        Node { numcc: 0, lv: 0, defined, incoming: Vec::new(), outgoing: Vec::new(), ord: ord as u32, mark: 0 }
+    }
+}
+
+/// `State::edges` value of a back edge (see "Cycle-closing edges are segment boundaries").
+const BACK_EDGE: u32 = u32::MAX;
 
 /// Placeholder owner of a site id that was skipped over by [`Encoder::define_site`].
 const NO_METHOD: u32 = u32::MAX;
@@ -87,8 +119,14 @@ struct State {
     version: u64,
     nodes: Vec<Node>,
     site_owner: Vec<MethodId>,
-    /// ⟨site, callee⟩ → index of the edge in the callee's `incoming`.
+    /// ⟨site, callee⟩ → index of the edge in the callee's `incoming`, or [`BACK_EDGE`].
     edges: FxHashMap<(u32, u32), u32>,
+    back_edges: u64,
+    /// The current search mark of the cycle check, and its work lists (kept to reuse memory).
+    mark: u32,
+    forward: Vec<MethodId>,
+    backward: Vec<MethodId>,
+    stack: Vec<MethodId>,
     /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: every update ever made (the
     /// lock-free cache holds only the latest two per site).
     memo: FxHashMap<(u32, u32, u64), (u64, u64)>,
@@ -120,6 +158,11 @@ impl<S: GraphSink> Encoder<S> {
                 nodes: Vec::new(),
                 site_owner: Vec::new(),
                 edges: FxHashMap::default(),
+                back_edges: 0,
+                mark: 0,
+                forward: Vec::new(),
+                backward: Vec::new(),
+                stack: Vec::new(),
                 memo: FxHashMap::default(),
                 anchors: FxHashMap::default(),
                 slow_entries: 0,
@@ -174,7 +217,7 @@ impl<S: GraphSink> Encoder<S> {
     pub fn register_method(&self, meta: MethodMeta) -> MethodId {
         let mut st = self.lock();
         let id = MethodId(st.nodes.len() as u32);
-        st.nodes.push(Node { numcc: 0, lv: 0, defined: true, incoming: Vec::new() });
+        st.nodes.push(Node::new(id.0 as usize, true));
         self.sink.method(id, &meta);
         id
     }
@@ -200,7 +243,9 @@ impl<S: GraphSink> Encoder<S> {
             return Err(EncodeError::Redefined(id.0));
         }
         if st.nodes.len() <= i {
-            st.nodes.resize_with(i + 1, || Node { numcc: 0, lv: 0, defined: false, incoming: Vec::new() });
+            // A new node's position is its id: the order is always a permutation of the ids.
+            let len = st.nodes.len();
+            st.nodes.extend((len..=i).map(|j| Node::new(j, false)));
         }
         st.nodes[i].defined = true;
         self.sink.method(id, meta);
@@ -323,6 +368,7 @@ impl<S: GraphSink> Encoder<S> {
             methods: st.nodes.len() as u64,
             sites: st.site_owner.len() as u64,
             edges: st.edges.len() as u64,
+            back_edges: st.back_edges,
             version: st.version,
             anchors: st.anchors.len() as u64,
             slow_entries: st.slow_entries,
@@ -340,7 +386,20 @@ impl State {
     /// recursive edge a different width in the log than the one used for the sum.
     /// Invariant (why the order is exact): a frame's callId is below its method's numCC in
     /// every version after the update that created the frame completed.
+    ///
+    /// A back edge changes nothing and returns an addition value of `limit`, so that every entry
+    /// through it, cached or not, takes the anchor path.
     fn update(&mut self, sink: &impl GraphSink, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64) -> (u64, u64) {
+        match self.edges.get(&(site.0, n.0)).copied() {
+            Some(BACK_EDGE) => return (limit, 0),
+            Some(_) => {}
+            None if self.closes_cycle(p, n) => {
+                self.edges.insert((site.0, n.0), BACK_EDGE);
+                self.back_edges += 1;
+                return (limit, 0);
+            }
+            None => self.nodes[p.0 as usize].outgoing.push(n),
+        }
         let caller_lv = {
             let pn = &mut self.nodes[p.0 as usize];
             (pn.lv != v_in).then(|| {
@@ -379,6 +438,77 @@ impl State {
         (add, w)
     }
 
+    /// Whether the edge p → n would close a cycle of counted edges. When it would not, the
+    /// topological order is repaired for it (Pearce–Kelly) before the caller adds the edge.
+    fn closes_cycle(&mut self, p: MethodId, n: MethodId) -> bool {
+        if p == n {
+            return true;
+        }
+        let (lower, upper) = (self.nodes[n.0 as usize].ord, self.nodes[p.0 as usize].ord);
+        if upper < lower {
+            return false; // p already comes before n
+        }
+        // Forward from n over nodes placed before p: reaching p means a cycle.
+        self.mark = self.mark.wrapping_add(1);
+        if self.mark == 0 {
+            // Wrapped: clear the old marks so that none can equal a new one.
+            self.nodes.iter_mut().for_each(|node| node.mark = 0);
+            self.mark = 1;
+        }
+        let mark = self.mark;
+        let (mut forward, mut backward, mut stack) =
+            (std::mem::take(&mut self.forward), std::mem::take(&mut self.backward), std::mem::take(&mut self.stack));
+        forward.clear();
+        backward.clear();
+        stack.clear();
+        stack.push(n);
+        self.nodes[n.0 as usize].mark = mark;
+        let mut cycle = false;
+        'search: while let Some(w) = stack.pop() {
+            forward.push(w);
+            for i in 0..self.nodes[w.0 as usize].outgoing.len() {
+                let x = self.nodes[w.0 as usize].outgoing[i];
+                if x == p {
+                    cycle = true;
+                    break 'search;
+                }
+                let node = &mut self.nodes[x.0 as usize];
+                if node.mark != mark && node.ord < upper {
+                    node.mark = mark;
+                    stack.push(x);
+                }
+            }
+        }
+        if !cycle {
+            // Backward from p over nodes placed after n; then the nodes found backward take the
+            // lowest of the positions involved, in their old order, and the forward ones the rest.
+            stack.clear();
+            stack.push(p);
+            self.nodes[p.0 as usize].mark = mark;
+            while let Some(w) = stack.pop() {
+                backward.push(w);
+                for i in 0..self.nodes[w.0 as usize].incoming.len() {
+                    let x = self.nodes[w.0 as usize].incoming[i];
+                    let node = &mut self.nodes[x.0 as usize];
+                    if node.mark != mark && node.ord > lower {
+                        node.mark = mark;
+                        stack.push(x);
+                    }
+                }
+            }
+            let nodes = &mut self.nodes;
+            backward.sort_unstable_by_key(|m| nodes[m.0 as usize].ord);
+            forward.sort_unstable_by_key(|m| nodes[m.0 as usize].ord);
+            let mut positions: Vec<u32> = backward.iter().chain(forward.iter()).map(|m| nodes[m.0 as usize].ord).collect();
+            positions.sort_unstable();
+            for (m, pos) in backward.iter().chain(forward.iter()).zip(positions) {
+                nodes[m.0 as usize].ord = pos;
+            }
+        }
+        (self.forward, self.backward, self.stack) = (forward, backward, stack);
+        cycle
+    }
+
     /// Starts a new segment at `callee` (see "Overflow rule").
     fn anchor(&mut self, sink: &impl GraphSink, site: SiteId, callee: MethodId, caller: Context) -> Context {
         let key = (site.0, callee.0, caller.c, caller.v);
@@ -393,5 +523,99 @@ impl State {
             }
         };
         Context { c: 0, v: version | ANCHOR_BIT }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::{GraphEvent, GraphSink};
+
+    struct NoSink;
+    impl GraphSink for NoSink {
+        fn method(&self, _: MethodId, _: &MethodMeta) {}
+        fn site(&self, _: SiteId, _: &SiteMeta) {}
+        fn graph(&self, _: &GraphEvent) {}
+    }
+
+    /// Whether `to` is reachable from `from` over `edges` (plain DFS).
+    fn reaches(edges: &[(u32, u32)], from: u32, to: u32) -> bool {
+        let mut seen = vec![from];
+        let mut stack = vec![from];
+        while let Some(w) = stack.pop() {
+            if w == to {
+                return true;
+            }
+            for &(a, b) in edges {
+                if a == w && !seen.contains(&b) {
+                    seen.push(b);
+                    stack.push(b);
+                }
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn back_edges_are_exactly_the_cycle_closing_ones_and_the_order_stays_topological() {
+        const N: u32 = 40;
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |m: u32| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % m as u64) as u32
+        };
+        for _round in 0..20 {
+            let mut st = Encoder::new(EncoderConfig::default(), NoSink).state.into_inner().unwrap();
+            let base = st.nodes.len() as u32;
+            for i in 0..N {
+                st.nodes.push(Node::new((base + i) as usize, true));
+            }
+            let mut counted: Vec<(u32, u32)> = Vec::new();
+            for _ in 0..300 {
+                let (p, n) = (base + next(N), base + next(N));
+                if counted.contains(&(p, n)) {
+                    continue;
+                }
+                let expect_cycle = reaches(&counted, n, p);
+                let got = st.closes_cycle(MethodId(p), MethodId(n));
+                assert_eq!(got, expect_cycle, "edge {p} -> {n} over {counted:?}");
+                if !got {
+                    st.nodes[p as usize].outgoing.push(MethodId(n));
+                    st.nodes[n as usize].incoming.push(MethodId(p));
+                    counted.push((p, n));
+                }
+                for &(a, b) in &counted {
+                    assert!(st.nodes[a as usize].ord < st.nodes[b as usize].ord, "order broken at {a} -> {b}");
+                }
+            }
+            let mut ords: Vec<u32> = st.nodes.iter().map(|n| n.ord).collect();
+            ords.sort_unstable();
+            assert!(ords.iter().enumerate().all(|(i, &o)| o == i as u32), "positions stay a permutation of the ids");
+        }
+    }
+
+    #[test]
+    fn recursion_repeated_adds_nothing_and_numcc_stays_put() {
+        let enc = Encoder::new(EncoderConfig::default(), NoSink);
+        let meta = |name: &str| MethodMeta { class: "T".into(), name: name.into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
+        let (main, f) = (enc.register_method(meta("main")), enc.register_method(meta("f")));
+        let site = |m| enc.register_site(SiteMeta { method: m, kind: SiteKind::Call, bci: 0, line: 1 }).unwrap();
+        let (s_main, s_f1, s_f2) = (site(main), site(f), site(f));
+        let run = |depth: usize| {
+            let root = enc.enter_thread(main).unwrap();
+            let mut ctx = enc.enter(s_main, root, f).unwrap();
+            for d in 0..depth {
+                ctx = enc.enter(if d % 3 == 0 { s_f1 } else { s_f2 }, ctx, f).unwrap();
+                assert!(ctx.is_anchor(), "a recursive entry starts a segment");
+            }
+        };
+        run(500);
+        let after_first = enc.stats();
+        assert_eq!(after_first.back_edges, 2);
+        assert_eq!(enc.lock().nodes[f.0 as usize].numcc, 1, "recursion does not grow numCC");
+        run(500);
+        assert_eq!(enc.stats().version, after_first.version, "a repeated recursion logs nothing");
     }
 }

@@ -136,8 +136,44 @@ public final class Runtime {
         return U.getLong(null, s) == tid ? s : attach0(tid);
     }
 
-    /** Method entry: returns the callId of this frame (record mode), or counts. */
+    /**
+     * Method entry: returns the callId of this frame (record mode), or counts.
+     *
+     * Only the common case is here — a pending record whose ⟨site, callee, caller version⟩ the
+     * encoder's memo answers, no sampling, no segment — so that C2 can inline it into every
+     * caller (its limit for hot callees is 325 bytes of bytecode; the whole entry was larger).
+     * Everything else is {@link #enterRest}, which repeats the lookup.
+     */
     public static long enter(int methodId) {
+        if (RECORD && SAMPLE == 0 && CACHE_MASK >= 0L) {
+            long s = slot();
+            if (s != 0L && U.getInt(null, s + 12L) != 0) {
+                long v = U.getLong(null, s + 24L);
+                long key = (U.getInt(null, s + 8L) & 0xFFFFFFFFL) << 32 | ((methodId & 0xFFFFFFFFL) + 1L);
+                long e = CACHE + ((((key ^ ((v << 29) | (v >>> 35))) * 0x9E3779B97F4A7C15L) >>> 32) & CACHE_MASK) * CACHE_SLOT;
+                long seq = U.getLongVolatile(null, e);
+                for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
+                    if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == v) {
+                        long c = U.getLong(null, s + 16L);
+                        long nc = c + U.getLong(null, w + 16L);
+                        long vOut = U.getLong(null, w + 24L);
+                        U.loadFence();
+                        // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
+                        if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
+                            U.putInt(null, s + 12L, 0);
+                            U.putLong(null, s + 32L, vOut);
+                            return nc;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        return enterRest(methodId);
+    }
+
+    /** The rest of {@link #enter}: sampling, segments (anchors), misses, and counting mode. */
+    private static long enterRest(int methodId) {
         if (RECORD) {
             long s = slot();
             if (s != 0L && U.getInt(null, s + 12L) != 0) {
