@@ -88,6 +88,10 @@ pub struct CctArgs {
     /// Levels to print below the root.
     #[arg(long)]
     pub depth: Option<u32>,
+    /// Print only the tree's size (events, contexts, deepest context, threads, build time): the
+    /// columns of ParCCT's Table 2.
+    #[arg(long)]
+    pub summary: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -209,7 +213,16 @@ pub fn run_cct(a: &CctArgs) -> anyhow::Result<ExitCode> {
     let l = load(&a.store)?;
     let o = options(&a.build, a.filter.threads)?;
     let labeler = Labeler { graph: &l.graph, threads: &l.threads, lines: o.lines };
+    let started = std::time::Instant::now();
     let cct = shape(build(&l, &a.store, &o)?, &labeler, &a.filter)?;
+    if a.summary {
+        println!("events           {}", cct.total(0).events);
+        println!("contexts (nodes) {}", cct.len() - 1);
+        println!("max depth        {}", cct.max_depth());
+        println!("threads          {}", l.threads.len());
+        println!("build time       {:.2?}", started.elapsed());
+        return Ok(ExitCode::SUCCESS);
+    }
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let r = write_text(&mut out, &cct, &labeler, &TextOptions { min_percent: a.min_percent, depth: a.depth }).and_then(|_| out.flush());

@@ -153,3 +153,18 @@ fn bad_input_is_one_line_and_exit_2() {
     fails_cleanly(&["diff", s, s, "--threshold", "2"], "--threshold");
     fails_cleanly(&["cct", s, "--workers", "0"], "--workers");
 }
+
+#[test]
+fn summary_gives_the_size_of_the_papers_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = paper_store(dir.path());
+    let out = ok(&["cct", s.to_str().unwrap(), "--kind", "sample", "--summary"]);
+    let field = |name: &str| {
+        out.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("no {name:?} in {out}")).trim().to_string()
+    };
+    // root{a:1{b:2,c:1{d:1{e:1,b:1}},d:1{e:1,b:1}}}: 10 calls in 9 contexts, a→c→d→e the deepest.
+    assert_eq!(field("events"), "10");
+    assert_eq!(field("contexts (nodes)"), "9");
+    assert_eq!(field("max depth"), "4");
+    assert_eq!(field("threads"), "2");
+}
