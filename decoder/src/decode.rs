@@ -67,6 +67,18 @@ impl<'g> ContextDecoder<'g> {
         self.graph
     }
 
+    /// Entries in the memo of ⟨method, c, v⟩ → context.
+    pub fn memo_len(&self) -> usize {
+        self.memo.len()
+    }
+
+    /// Forgets the memo (decoding gets slower, nothing else changes): the contexts decoded so far
+    /// keep their ids. The memo grows with the distinct encodings of frames, which, unlike the
+    /// distinct contexts, have no bound in a long recording.
+    pub fn clear_memo(&mut self) {
+        self.memo = FxHashMap::default();
+    }
+
     /// Decodes an event that happened at `site` in a frame with context ⟨c, v⟩. The result's
     /// innermost frame is `site` itself.
     pub fn decode(&mut self, site: u32, c: u64, v: u64) -> Result<CtxId, DecodeError> {

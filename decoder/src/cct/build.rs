@@ -87,6 +87,11 @@ pub struct CctOptions {
     /// Events per packet.
     pub packet: u64,
     pub order: PacketOrder,
+    /// Memory bound: a counting worker holding this many distinct ⟨site, c, v⟩ keys decodes them
+    /// into a partial tree of its own and starts counting afresh, and a decoder's memo is
+    /// cleared at this many entries. The same context is encoded with many versions over a
+    /// long run, so without it memory grows with the events (16 GB for FOP's 310M calls).
+    pub spill_keys: usize,
 }
 
 impl Default for CctOptions {
@@ -100,6 +105,8 @@ impl Default for CctOptions {
             // its edges) is noise; a multiple of the writer's 4096-record blocks.
             packet: 1 << 16,
             order: PacketOrder::InOrder,
+            // About 170 MB of table per worker.
+            spill_keys: 1 << 22,
         }
     }
 }
@@ -123,7 +130,7 @@ pub fn build_cct(store: &StoreReader, graph: &Graph, opts: &CctOptions) -> Resul
             .map(|me| {
                 let (packets, abort) = (&packets, &abort);
                 s.spawn(move |_| {
-                    let mut c = Counter::new(opts);
+                    let mut c = Counter::new(graph, opts);
                     while let Some(range) = packets.next(me) {
                         if abort.load(Ordering::Relaxed) {
                             break;
@@ -143,11 +150,17 @@ pub fn build_cct(store: &StoreReader, graph: &Graph, opts: &CctOptions) -> Resul
     let mut tables = Vec::with_capacity(workers);
     let mut extents = Vec::new();
     let mut first_err: Option<(u64, CctError)> = None;
+    let mut trees = Vec::with_capacity(2 * workers);
+    let mut failed = Vec::new();
     for r in counted {
         match r {
             Ok(Ok(c)) => {
                 extents.extend(c.extents);
                 tables.push(c.table);
+                if let Some(w) = c.spilled {
+                    trees.push(w.tree);
+                }
+                failed.extend(c.failed);
             }
             Ok(Err(e)) => keep_first(&mut first_err, e),
             Err(p) => return Err(CctError::WorkerPanicked(panic_message(&p))),
@@ -178,8 +191,6 @@ pub fn build_cct(store: &StoreReader, graph: &Graph, opts: &CctOptions) -> Resul
         handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
     })
     .map_err(|_| CctError::WorkerPanicked("scope".into()))?;
-    let mut trees = Vec::with_capacity(workers);
-    let mut failed = Vec::new();
     for r in decoded {
         match r {
             Ok(Ok(t)) => trees.push(t),
@@ -305,10 +316,16 @@ const RUN: usize = 2048;
 const AHEAD: usize = 16;
 
 /// A phase-1 worker: reads packets and counts their events by key.
-struct Counter {
+struct Counter<'g> {
+    graph: &'g Graph,
+    opts: CctOptions,
     kinds: KindSet,
     per_thread: bool,
     table: TallyTable,
+    /// The partial tree of the keys decoded whenever the table reached `opts.spill_keys`.
+    spilled: Option<Worker<'g>>,
+    /// Keys of `spilled` that did not decode.
+    failed: Vec<(EventKey, CctError)>,
     buf: EventBuf,
     /// The current block's key hashes (reused).
     hashes: Vec<u64>,
@@ -316,12 +333,16 @@ struct Counter {
     extents: Vec<Range<u64>>,
 }
 
-impl Counter {
-    fn new(opts: &CctOptions) -> Self {
+impl<'g> Counter<'g> {
+    fn new(graph: &'g Graph, opts: &CctOptions) -> Self {
         Counter {
+            graph,
+            opts: *opts,
             kinds: opts.kinds,
             per_thread: opts.per_thread,
             table: TallyTable::default(),
+            spilled: None,
+            failed: Vec::new(),
             buf: EventBuf::default(),
             hashes: Vec::new(),
             extents: Vec::new(),
@@ -337,12 +358,27 @@ impl Counter {
         while let Some(first) = blocks.next_block(&mut buf) {
             first.map_err(|e| (start, e.into()))?;
             self.count(buf.events());
+            if self.table.len() >= self.opts.spill_keys.max(1) {
+                self.spill();
+            }
         }
         self.buf = buf;
         if let Some(ext) = blocks.extent() {
             self.extents.push(ext);
         }
         Ok(())
+    }
+
+    /// Decodes the table's keys into this worker's own partial tree and empties the table.
+    fn spill(&mut self) {
+        let Counter { graph, opts, table, spilled, failed, .. } = self;
+        let w = spilled.get_or_insert_with(|| Worker::new(graph, opts));
+        for (key, events) in table.iter() {
+            if let Err(e) = w.add(&key, events) {
+                failed.push((key, e));
+            }
+        }
+        self.table = TallyTable::default();
     }
 
     /// Counts the events of one block. The table slot of the event `AHEAD` places on is
@@ -457,6 +493,9 @@ impl<'g> Worker<'g> {
     /// Decodes one key and adds its events to the tree. (A decoding error says event 0: the
     /// caller finds the real one.)
     fn add(&mut self, key: &EventKey, events: u64) -> Result<(), CctError> {
+        if self.dec.memo_len() >= self.opts.spill_keys.max(1) {
+            self.dec.clear_memo();
+        }
         let slot = if self.opts.per_thread { self.slot(key.thread)? } else { 0 };
         let ctx = self.dec.decode(key.site, key.c, key.v).map_err(|source| CctError::Decode { seq: 0, source })?;
         let node = match self.maps[slot].get(ctx as usize) {

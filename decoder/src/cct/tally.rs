@@ -133,7 +133,6 @@ impl TallyTable {
     }
 
     /// (key, events) of every key counted, in the order the keys were first added.
-    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (EventKey, u64)> + '_ {
         self.order.iter().map(|&i| {
             let s = &self.slots[i as usize];
