@@ -90,7 +90,7 @@ pub struct CctOptions {
     /// Memory bound: a counting worker holding this many distinct ⟨site, c, v⟩ keys decodes them
     /// into a partial tree of its own and starts counting afresh, and a decoder's memo is
     /// cleared at this many entries. The same context is encoded with many versions over a
-    /// long run, so without it memory grows with the events (16 GB for FOP's 310M calls).
+    /// long run, so without a bound these grow with the run, not with the tree.
     pub spill_keys: usize,
 }
 
