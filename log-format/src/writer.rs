@@ -1,9 +1,12 @@
 //! The batching writer: producers hand records to a channel and never wait on disk; one thread
 //! owns the database, packs records into blocks, and commits on request, on a timer and at close.
+//! Only when the events waiting in the channel pass [`WriterOptions::max_queued_events`] does
+//! a producer of events wait for the writer to catch up (back-pressure: without it a program
+//! recording every method entry queued 9.7 GB of events).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -24,11 +27,14 @@ pub struct WriterOptions {
     pub block_records: usize,
     /// sled's page cache (its default is 1 GiB; a writer needs little).
     pub cache_bytes: u64,
+    /// Events that may wait in the channel before [`WriterHandle::events`] blocks.
+    pub max_queued_events: u64,
 }
 
 impl Default for WriterOptions {
     fn default() -> Self {
-        WriterOptions { flush_interval: Duration::from_millis(200), block_records: 4096, cache_bytes: 16 << 20 }
+        // About 100 bytes per queued event: 400 MB at most.
+        WriterOptions { flush_interval: Duration::from_millis(200), block_records: 4096, cache_bytes: 16 << 20, max_queued_events: 4 << 20 }
     }
 }
 
@@ -42,6 +48,49 @@ pub struct WriterReport {
     pub threads: u64,
     pub commits: u64,
     pub bytes_on_disk: u64,
+    /// The most events that were waiting in the channel at once.
+    pub max_queued_events: u64,
+}
+
+/// The events sent but not yet taken by the writer, and a way to wait for that to shrink.
+#[derive(Default)]
+struct Backlog {
+    queued: AtomicU64,
+    max: AtomicU64,
+    limit: u64,
+    /// Set when the writer thread stops: nobody waits for it any more.
+    gone: AtomicBool,
+    lock: Mutex<()>,
+    shrunk: Condvar,
+}
+
+impl Backlog {
+    fn add(&self, n: u64) {
+        let now = self.queued.fetch_add(n, Ordering::AcqRel) + n;
+        self.max.fetch_max(now, Ordering::Relaxed);
+        if now <= self.limit {
+            return;
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        while self.queued.load(Ordering::Acquire) > self.limit && !self.gone.load(Ordering::Acquire) {
+            // The timeout only guards against a missed wake-up; the writer notifies.
+            guard = self.shrunk.wait_timeout(guard, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    fn taken(&self, n: u64) {
+        let before = self.queued.fetch_sub(n, Ordering::AcqRel);
+        if before > self.limit {
+            let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.shrunk.notify_all();
+        }
+    }
+
+    fn stop(&self) {
+        self.gone.store(true, Ordering::Release);
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.shrunk.notify_all();
+    }
 }
 
 enum Msg {
@@ -61,18 +110,22 @@ enum Msg {
 pub struct WriterHandle {
     tx: Sender<Msg>,
     next_thread: Arc<AtomicU32>,
+    backlog: Arc<Backlog>,
 }
 
 impl WriterHandle {
     /// Records one event; its sequence number is its arrival order at the writer.
     pub fn event(&self, e: EventRecord) {
-        let _ = self.tx.send(Msg::Events(vec![e]));
+        self.events(vec![e]);
     }
 
     /// Records a batch of events (cheaper than one by one).
     pub fn events(&self, batch: Vec<EventRecord>) {
         if !batch.is_empty() {
-            let _ = self.tx.send(Msg::Events(batch));
+            let n = batch.len() as u64;
+            if self.tx.send(Msg::Events(batch)).is_ok() {
+                self.backlog.add(n);
+            }
         }
     }
 
@@ -135,11 +188,21 @@ impl StoreWriter {
         backend.put(Tree::Header, COMMIT_KEY, &Commit::default().encode())?;
         backend.flush()?;
         let (tx, rx) = unbounded();
-        let join = std::thread::Builder::new()
-            .name("lucce-writer".into())
-            .spawn(move || WriterThread::new(backend, opts).run(rx))?;
+        let backlog = Arc::new(Backlog { limit: opts.max_queued_events, ..Backlog::default() });
+        let theirs = backlog.clone();
+        let join = std::thread::Builder::new().name("lucce-writer".into()).spawn(move || {
+            // However the thread ends (a panic included), producers stop waiting for it.
+            struct Stop(Arc<Backlog>);
+            impl Drop for Stop {
+                fn drop(&mut self) {
+                    self.0.stop();
+                }
+            }
+            let _stop = Stop(theirs.clone());
+            WriterThread::new(backend, opts, theirs).run(rx)
+        })?;
         Ok(StoreWriter {
-            handle: WriterHandle { tx, next_thread: Arc::new(AtomicU32::new(0)) },
+            handle: WriterHandle { tx, next_thread: Arc::new(AtomicU32::new(0)), backlog },
             join: Some(join),
             path: dir.to_path_buf(),
         })
@@ -185,11 +248,16 @@ struct Pending<T> {
     tree: Tree,
     written: u64,
     buf: Vec<T>,
+    /// Records that arrived before a lower id of the same stream, by id: method and site ids are
+    /// reserved by one thread and published by another, so their records may arrive out of
+    /// order (a location site defined on one thread while a class whose ids come first is still
+    /// being rewritten on another). They join `buf` once the ids below them have arrived.
+    early: std::collections::BTreeMap<u64, T>,
 }
 
 impl<T: BlockRecord> Pending<T> {
     fn new(tree: Tree) -> Self {
-        Pending { tree, written: 0, buf: Vec::new() }
+        Pending { tree, written: 0, buf: Vec::new(), early: std::collections::BTreeMap::new() }
     }
 
     fn next_id(&self) -> u64 {
@@ -210,6 +278,7 @@ impl<T: BlockRecord> Pending<T> {
 struct WriterThread {
     db: SledBackend,
     opts: WriterOptions,
+    backlog: Arc<Backlog>,
     methods: Pending<MethodRecord>,
     sites: Pending<SiteRecord>,
     graph: Pending<GraphRecord>,
@@ -221,10 +290,11 @@ struct WriterThread {
 }
 
 impl WriterThread {
-    fn new(db: SledBackend, opts: WriterOptions) -> Self {
+    fn new(db: SledBackend, opts: WriterOptions, backlog: Arc<Backlog>) -> Self {
         WriterThread {
             db,
             opts,
+            backlog,
             methods: Pending::new(Tree::Methods),
             sites: Pending::new(Tree::Sites),
             graph: Pending::new(Tree::Graph),
@@ -248,6 +318,11 @@ impl WriterThread {
                 Ok(Msg::Close) | Err(RecvTimeoutError::Disconnected) => {
                     // Disconnected: every handle is gone without a close; still commit what came.
                     let clean = matches!(msg, Ok(Msg::Close));
+                    for (tree, early) in [(self.methods.tree, self.methods.early.keys().next()), (self.sites.tree, self.sites.early.keys().next())] {
+                        if let (Some(id), None) = (early, &self.failed) {
+                            self.failed = Some(format!("{tree:?} record {id} arrived but the ids below it did not"));
+                        }
+                    }
                     self.commit(clean);
                     let report = WriterReport {
                         methods: self.methods.written,
@@ -257,6 +332,7 @@ impl WriterThread {
                         threads: self.threads,
                         commits: self.commits,
                         bytes_on_disk: self.db.size_on_disk().unwrap_or(0),
+                        max_queued_events: self.backlog.max.load(Ordering::Relaxed),
                     };
                     self.db.close();
                     return match self.failed {
@@ -265,6 +341,9 @@ impl WriterThread {
                     };
                 }
                 Ok(m) => {
+                    if let Msg::Events(batch) = &m {
+                        self.backlog.taken(batch.len() as u64);
+                    }
                     if let Err(e) = self.accept(m) {
                         self.failed.get_or_insert(e.to_string());
                     }
@@ -351,15 +430,93 @@ impl WriterThread {
     }
 }
 
-/// Appends a record whose id must be the next of its stream; a gap means a producer bug and
-/// would make the store undecodable, so it stops the writer with an error.
+/// Appends a record of a dense stream: ids must arrive each exactly once. One ahead of the next
+/// id waits in `early` until the ids below it have come (at most `MAX_EARLY` records); an id
+/// that came already means a producer bug and would make the store undecodable, so it stops
+/// the writer with an error, as does a gap that never closes.
 fn push_dense<T: BlockRecord>(p: &mut Pending<T>, id: u64, r: T, block: usize, db: &dyn Backend) -> Result<(), StoreError> {
+    const MAX_EARLY: usize = 1 << 20;
     if id != p.next_id() {
-        return Err(StoreError::WriterGone(format!("{:?} record {id} arrived where {} was expected", p.tree, p.next_id())));
+        if id < p.next_id() || p.early.len() >= MAX_EARLY || p.early.insert(id, r).is_some() {
+            return Err(StoreError::WriterGone(format!("{:?} record {id} arrived where {} was expected", p.tree, p.next_id())));
+        }
+        return Ok(());
     }
     p.buf.push(r);
+    while let Some(r) = p.early.remove(&p.next_id()) {
+        p.buf.push(r);
+    }
     if p.buf.len() >= block {
         p.write_block(db)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::EventKind;
+
+    #[test]
+    fn producers_wait_for_the_writer_past_the_backlog_limit_and_nothing_is_lost() {
+        const PRODUCERS: u64 = 4;
+        const BATCHES: u64 = 2_000;
+        const BATCH: u64 = 8;
+        const LIMIT: u64 = 64;
+        let dir = tempfile::tempdir().unwrap();
+        let opts = WriterOptions { max_queued_events: LIMIT, ..WriterOptions::default() };
+        let writer = StoreWriter::create(&dir.path().join("s"), opts).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..PRODUCERS {
+                let h = writer.handle();
+                s.spawn(move || {
+                    for _ in 0..BATCHES {
+                        let e = EventRecord { thread: t as u32, kind: EventKind::Mark, site: 0, c: 0, v: 0, label: None, truth: None };
+                        h.events(vec![e; BATCH as usize]);
+                    }
+                });
+            }
+        });
+        let report = writer.close().unwrap();
+        assert_eq!(report.events, PRODUCERS * BATCHES * BATCH);
+        // Each producer adds its batch before it checks the limit.
+        assert!(report.max_queued_events <= LIMIT + PRODUCERS * BATCH, "backlog reached {}", report.max_queued_events);
+        assert!(report.max_queued_events > 0);
+    }
+
+    #[test]
+    fn methods_may_arrive_out_of_order_and_are_stored_in_id_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let writer = StoreWriter::create(&path, WriterOptions::default()).unwrap();
+        let h = writer.handle();
+        let meta = |name: &str| MethodMeta { class: "T".into(), name: name.into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
+        for id in [2u32, 0, 3, 1] {
+            h.method(MethodId(id), &meta(&format!("m{id}")));
+        }
+        assert_eq!(writer.close().unwrap().methods, 4);
+        let names: Vec<String> = crate::StoreReader::open(&path).unwrap().methods().unwrap().into_iter().map(|m| m.name).collect();
+        assert_eq!(names, ["m0", "m1", "m2", "m3"]);
+    }
+
+    #[test]
+    fn a_gap_that_never_closes_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = StoreWriter::create(&dir.path().join("s"), WriterOptions::default()).unwrap();
+        let meta = MethodMeta { class: "T".into(), name: "m".into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
+        writer.handle().method(MethodId(1), &meta);
+        let err = writer.close().unwrap_err().to_string();
+        assert!(err.contains("record 1 arrived but the ids below it did not"), "{err}");
+    }
+
+    #[test]
+    fn a_stopped_writer_never_leaves_a_producer_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = StoreWriter::create(&dir.path().join("s"), WriterOptions { max_queued_events: 1, ..WriterOptions::default() }).unwrap();
+        let h = writer.handle();
+        writer.close().unwrap();
+        // The channel is closed: the batch is dropped and the call returns.
+        let e = EventRecord { thread: 0, kind: EventKind::Mark, site: 0, c: 0, v: 0, label: None, truth: None };
+        h.events(vec![e; 10]);
+    }
 }
