@@ -417,11 +417,12 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges, {} graph versions ({} anchors), {} slow entries, {} walks, {} location sites, {} truncated, {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries, {} walks, {} location sites, {} truncated, {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
                 e.edges,
+                e.back_edges,
                 e.version,
                 e.anchors,
                 e.slow_entries,

@@ -516,11 +516,10 @@ impl Recorder {
     /// them (GetLocalLong) makes HotSpot recompute the whole method's oop map several times per
     /// call for an interpreted frame, which was 40% of the CPU time of a FOP run.
     fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, direct: bool) -> Caller {
-        let at_invoke = self.at_invoke(f.method, f.location);
-        if let Some((site, pc)) = pending.filter(|_| direct && at_invoke) {
-            if crate::hook::site_method(site) == Some(id) {
-                return Caller::Frame { site, ctx: pc };
-            }
+        // The pending record of this frame's current invoke, if the record can be that.
+        let own = pending.filter(|&(site, _)| self.at_invoke(f.method, f.location) && crate::hook::site_method(site) == Some(id));
+        if let Some((site, pc)) = own.filter(|_| direct) {
+            return Caller::Frame { site, ctx: pc };
         }
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
@@ -530,9 +529,8 @@ impl Recorder {
             return Caller::Truncated;
         };
         let ctx = Context { c: c as u64, v: v as u64 };
-        if let Some((site, pc)) = pending {
-            let owner = crate::hook::site_method(site);
-            if at_invoke && pc == ctx && owner == Some(id) {
+        if let Some((site, pc)) = own {
+            if pc == ctx {
                 return Caller::Frame { site, ctx };
             }
         }

@@ -4,6 +4,7 @@
 //! a producer of events wait for the writer to catch up (back-pressure: without it a program
 //! recording every method entry queued 9.7 GB of events).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -252,12 +253,18 @@ struct Pending<T> {
     /// reserved by one thread and published by another, so their records may arrive out of
     /// order (a location site defined on one thread while a class whose ids come first is still
     /// being rewritten on another). They join `buf` once the ids below them have arrived.
-    early: std::collections::BTreeMap<u64, T>,
+    early: BTreeMap<u64, T>,
 }
 
 impl<T: BlockRecord> Pending<T> {
     fn new(tree: Tree) -> Self {
-        Pending { tree, written: 0, buf: Vec::new(), early: std::collections::BTreeMap::new() }
+        Pending { tree, written: 0, buf: Vec::new(), early: BTreeMap::new() }
+    }
+
+    /// At close: an early record whose lower ids never came (the store cannot hold it).
+    fn unfilled_gap(&self) -> Option<String> {
+        let id = self.early.keys().next()?;
+        Some(format!("{:?} record {id} arrived but the ids below it did not", self.tree))
     }
 
     fn next_id(&self) -> u64 {
@@ -318,10 +325,8 @@ impl WriterThread {
                 Ok(Msg::Close) | Err(RecvTimeoutError::Disconnected) => {
                     // Disconnected: every handle is gone without a close; still commit what came.
                     let clean = matches!(msg, Ok(Msg::Close));
-                    for (tree, early) in [(self.methods.tree, self.methods.early.keys().next()), (self.sites.tree, self.sites.early.keys().next())] {
-                        if let (Some(id), None) = (early, &self.failed) {
-                            self.failed = Some(format!("{tree:?} record {id} arrived but the ids below it did not"));
-                        }
+                    if self.failed.is_none() {
+                        self.failed = self.methods.unfilled_gap().or_else(|| self.sites.unfilled_gap()).or_else(|| self.graph.unfilled_gap()).or_else(|| self.events.unfilled_gap());
                     }
                     self.commit(clean);
                     let report = WriterReport {
@@ -510,13 +515,16 @@ mod tests {
     }
 
     #[test]
-    fn a_stopped_writer_never_leaves_a_producer_waiting() {
-        let dir = tempfile::tempdir().unwrap();
-        let writer = StoreWriter::create(&dir.path().join("s"), WriterOptions { max_queued_events: 1, ..WriterOptions::default() }).unwrap();
-        let h = writer.handle();
-        writer.close().unwrap();
-        // The channel is closed: the batch is dropped and the call returns.
-        let e = EventRecord { thread: 0, kind: EventKind::Mark, site: 0, c: 0, v: 0, label: None, truth: None };
-        h.events(vec![e; 10]);
+    fn a_stopped_writer_releases_a_producer_waiting_past_the_limit() {
+        let backlog = Arc::new(Backlog { limit: 1, ..Backlog::default() });
+        let producer = {
+            let b = backlog.clone();
+            // Past the limit, with nobody taking: this waits until `stop` (before or after).
+            std::thread::spawn(move || b.add(10))
+        };
+        backlog.stop();
+        producer.join().unwrap();
+        assert_eq!(backlog.queued.load(Ordering::Relaxed), 10);
+        assert_eq!(backlog.max.load(Ordering::Relaxed), 10);
     }
 }

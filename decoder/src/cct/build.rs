@@ -319,8 +319,6 @@ const AHEAD: usize = 16;
 struct Counter<'g> {
     graph: &'g Graph,
     opts: CctOptions,
-    kinds: KindSet,
-    per_thread: bool,
     table: TallyTable,
     /// The partial tree of the keys decoded whenever the table reached `opts.spill_keys`.
     spilled: Option<Worker<'g>>,
@@ -338,8 +336,6 @@ impl<'g> Counter<'g> {
         Counter {
             graph,
             opts: *opts,
-            kinds: opts.kinds,
-            per_thread: opts.per_thread,
             table: TallyTable::default(),
             spilled: None,
             failed: Vec::new(),
@@ -385,8 +381,8 @@ impl<'g> Counter<'g> {
     /// prefetched, so that table updates do not wait for memory one after the other. A run of events with the same key (a thread sampled
     /// repeatedly in one place) costs one update.
     fn count(&mut self, events: &[EventCore]) {
-        let Counter { kinds, per_thread, table, hashes, .. } = self;
-        let key = |ev: &EventCore| EventKey { site: ev.site, thread: if *per_thread { ev.thread } else { 0 }, c: ev.c, v: ev.v };
+        let Counter { opts, table, hashes, .. } = self;
+        let key = |ev: &EventCore| EventKey { site: ev.site, thread: if opts.per_thread { ev.thread } else { 0 }, c: ev.c, v: ev.v };
         hashes.clear();
         hashes.extend(events.iter().map(|ev| key(ev).hash()));
         let mut run: Option<(EventKey, u64, u64)> = None; // key, hash, events
@@ -394,7 +390,7 @@ impl<'g> Counter<'g> {
             if let Some(&h) = hashes.get(i + AHEAD) {
                 table.prefetch(h);
             }
-            if !kinds.contains(ev.kind) {
+            if !opts.kinds.contains(ev.kind) {
                 continue;
             }
             let k = key(ev);
