@@ -525,7 +525,13 @@ impl Recorder {
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
         let (Ok(c), Ok(v)) = (c, v) else {
             let name = self.jvmti.method_name(f.method).unwrap_or_default();
-            self.error(format_args!("cannot read the context locals of method {id} {name:?} at depth {depth} slot {ctx_slot}: {:?}", (c, v)));
+            let op = self.jvmti.opcode_at(f.method, f.location);
+            let pending_method = pending.map(|(site, _)| crate::hook::site_method(site));
+            self.error(format_args!(
+                "cannot read the context locals of method {id} {name:?} at depth {depth} slot {ctx_slot} (bci {} opcode {op:?}, direct {direct}, pending site's method {pending_method:?}): {:?}",
+                f.location,
+                (c, v)
+            ));
             return Caller::Truncated;
         };
         let ctx = Context { c: c as u64, v: v as u64 };

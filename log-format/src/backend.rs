@@ -1,7 +1,10 @@
 //! The key-value layer under the store, kept small so another embedded store could replace sled.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::StoreError;
 
@@ -48,11 +51,46 @@ pub trait Backend: Send + Sync {
 
 /// sled 0.34. Its own crash recovery gives back a prefix of what was written; sled panics on
 /// some kinds of damaged files, which this wrapper turns into errors.
+///
+/// sled keeps every page a scan reads in memory for as long as the database is open, whatever
+/// its cache capacity (it charges a page the compressed size it has on disk, and event blocks
+/// compress 50-fold): scanning the 500M events of a Batik `sample=1` store took 22 GB. So once
+/// scans have read [`REOPEN_AFTER_BYTES`], the next scan to start closes the database and opens
+/// it again, which lets all of it go: 0.9 GB and 3 times faster on that store.
 pub struct SledBackend {
+    handle: Mutex<Result<Arc<Handle>, String>>,
+    /// Signalled when a scan ends (its handle is released).
+    released: Condvar,
+    /// Bytes of values scans have read since the database was last opened.
+    scanned: AtomicU64,
+    /// Reopen once `scanned` reaches this.
+    reopen_after: AtomicU64,
+    /// Times the database was reopened.
+    reopens: AtomicU64,
+    dir: PathBuf,
+    cache_bytes: u64,
+    compressed: bool,
+}
+
+/// One opening of the database.
+struct Handle {
     db: sled::Db,
     trees: Vec<sled::Tree>,
-    dir: std::path::PathBuf,
 }
+
+impl Handle {
+    fn tree(&self, t: Tree) -> &sled::Tree {
+        &self.trees[ALL_TREES.iter().position(|x| *x == t).unwrap_or(0)]
+    }
+}
+
+/// Values read by scans after which the database is reopened to free what sled holds (the
+/// default of [`SledBackend::set_reopen_after`]).
+pub const REOPEN_AFTER_BYTES: u64 = 512 << 20;
+
+/// How long a scan that would reopen the database waits for the other scans to end; then it
+/// goes on with the open database and the next scans try again.
+const REOPEN_WAIT: Duration = Duration::from_millis(200);
 
 const ALL_TREES: [Tree; 7] = [Tree::Header, Tree::Methods, Tree::Sites, Tree::Graph, Tree::Events, Tree::Threads, Tree::Tokens];
 
@@ -65,11 +103,29 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, sled::Error>) -> Result<
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl SledBackend {
     /// Opens (or creates) the database in `dir` with a cache of `cache_bytes`. Stores of
     /// format 2 and later compress their pages (zstd); format 1 did not, and sled will not open
     /// a database with the other setting.
     pub fn open(dir: &Path, cache_bytes: u64, compressed: bool) -> Result<SledBackend, StoreError> {
+        let handle = Self::open_handle(dir, cache_bytes, compressed)?;
+        Ok(SledBackend {
+            handle: Mutex::new(Ok(Arc::new(handle))),
+            released: Condvar::new(),
+            scanned: AtomicU64::new(0),
+            reopen_after: AtomicU64::new(REOPEN_AFTER_BYTES),
+            reopens: AtomicU64::new(0),
+            dir: dir.to_path_buf(),
+            cache_bytes,
+            compressed,
+        })
+    }
+
+    fn open_handle(dir: &Path, cache_bytes: u64, compressed: bool) -> Result<Handle, StoreError> {
         let config = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
@@ -84,22 +140,20 @@ impl SledBackend {
             .iter()
             .map(|t| guarded("opening a tree", || db.open_tree(t.name())))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(SledBackend { db, trees, dir: dir.to_path_buf() })
+        Ok(Handle { db, trees })
     }
 
-    fn tree(&self, t: Tree) -> &sled::Tree {
-        &self.trees[ALL_TREES.iter().position(|x| *x == t).unwrap_or(0)]
+    /// The current opening of the database.
+    fn handle(&self) -> Result<Arc<Handle>, StoreError> {
+        lock(&self.handle).as_ref().map(Arc::clone).map_err(|e| StoreError::Backend(e.clone()))
     }
 
-    /// Closes the database and returns once sled has released its lock on the files, so that
-    /// the store can be opened again at once (sled's I/O threads let go of it a moment after
-    /// the last handle is dropped).
-    pub fn close(self) {
+    /// Waits until sled has released its lock on the files of a dropped database (its I/O
+    /// threads let go of it a moment after the last handle is dropped).
+    fn wait_for_unlock(&self) {
         let lock_file = self.dir.join("db");
-        drop(self.trees);
-        drop(self.db);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
             match std::fs::File::open(&lock_file).map(|f| f.try_lock()) {
                 Ok(Err(std::fs::TryLockError::WouldBlock)) => std::thread::yield_now(),
                 _ => return, // released (or gone): nothing holds it any more
@@ -107,70 +161,226 @@ impl SledBackend {
         }
     }
 
+    /// Closes the database and returns once sled has released its lock on the files, so that
+    /// the store can be opened again at once.
+    pub fn close(self) {
+        *lock(&self.handle) = Err("the database is closed".into());
+        self.wait_for_unlock();
+    }
+
+    /// Bytes of values scans read before the database is reopened (a memory bound, see
+    /// [`SledBackend`]).
+    pub fn set_reopen_after(&self, bytes: u64) {
+        self.reopen_after.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Times the database was reopened since [`SledBackend::open`].
+    pub fn reopens(&self) -> u64 {
+        self.reopens.load(Ordering::Relaxed)
+    }
+
+    /// Reopens the database if scans have read enough since it was opened and no other scan is
+    /// running (waiting a little for them to end).
+    fn maybe_reopen(&self) {
+        let limit = self.reopen_after.load(Ordering::Relaxed);
+        if self.scanned.load(Ordering::Relaxed) < limit {
+            return;
+        }
+        let mut current = lock(&self.handle);
+        let deadline = Instant::now() + REOPEN_WAIT;
+        loop {
+            let shared = matches!(&*current, Ok(h) if Arc::strong_count(h) > 1);
+            if !shared {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                // Another scan is still running (maybe this thread's own): try again later.
+                self.scanned.store(0, Ordering::Relaxed);
+                return;
+            }
+            current = self.released.wait_timeout(current, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        // A scan that waited with this one may have reopened it already.
+        if self.scanned.swap(0, Ordering::Relaxed) < limit || current.is_err() {
+            return;
+        }
+        self.reopens.fetch_add(1, Ordering::Relaxed);
+        *current = Err("the database is being reopened".into());
+        self.wait_for_unlock();
+        *current = Self::open_handle(&self.dir, self.cache_bytes, self.compressed).map(Arc::new).map_err(|e| format!("reopening the database: {e}"));
+    }
+
     /// Like [`Backend::scan_from`], but the values are sled's own buffers (reference-counted
     /// views of its cached pages), not copies: for readers that only look at each value once.
-    pub(crate) fn scan_shared_from(&self, tree: Tree, from: &[u8]) -> SharedScan {
-        SharedScan(guarded("scanning", || Ok(self.tree(tree).range(from.to_vec()..))).map_err(Some))
+    pub(crate) fn scan_shared_from(&self, tree: Tree, from: &[u8]) -> SharedScan<'_> {
+        self.maybe_reopen();
+        let scan = self.handle().and_then(|h| {
+            let it = guarded("scanning", || Ok(h.tree(tree).range(from.to_vec()..)))?;
+            Ok((it, h))
+        });
+        match scan {
+            Ok((it, h)) => SharedScan { backend: self, state: Ok((it, Some(h))) },
+            Err(e) => SharedScan { backend: self, state: Err(Some(e)) },
+        }
     }
 
     /// Bytes the database occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        guarded("measuring the database", || self.db.size_on_disk())
+        let h = self.handle()?;
+        guarded("measuring the database", || h.db.size_on_disk())
     }
 }
 
 /// Entries in key order from [`SledBackend::scan_shared_from`]; after an error, none.
-pub(crate) struct SharedScan(Result<sled::Iter, Option<StoreError>>);
+pub(crate) struct SharedScan<'a> {
+    backend: &'a SledBackend,
+    /// The iterator and the opening it reads (released on drop, so that the database can be
+    /// reopened), or the error still to report.
+    state: Result<(sled::Iter, Option<Arc<Handle>>), Option<StoreError>>,
+}
 
-impl Iterator for SharedScan {
+impl Iterator for SharedScan<'_> {
     type Item = Result<(sled::IVec, sled::IVec), StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let inner = match &mut self.0 {
-            Ok(it) => it,
+        let inner = match &mut self.state {
+            Ok((it, _)) => it,
             Err(e) => return e.take().map(Err),
         };
         let item = match catch_unwind(AssertUnwindSafe(|| inner.next())) {
             Ok(None) => return None,
-            Ok(Some(Ok(kv))) => return Some(Ok(kv)),
+            Ok(Some(Ok(kv))) => {
+                self.backend.scanned.fetch_add(kv.1.len() as u64, Ordering::Relaxed);
+                return Some(Ok(kv));
+            }
             Ok(Some(Err(e))) => StoreError::Corrupt(format!("scanning: {e}")),
             Err(_) => StoreError::Corrupt("scanning: the database files are damaged".into()),
         };
-        self.0 = Err(None);
+        self.state = Err(None);
         Some(Err(item))
+    }
+}
+
+impl Drop for SharedScan<'_> {
+    fn drop(&mut self) {
+        if let Ok((_, handle)) = &mut self.state {
+            // Under the lock, so that a scan waiting to reopen cannot miss the signal.
+            let _current = lock(&self.backend.handle);
+            handle.take();
+            self.backend.released.notify_all();
+        }
     }
 }
 
 impl Backend for SledBackend {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        guarded("reading", || self.tree(tree).get(key)).map(|v| v.map(|v| v.to_vec()))
+        let h = self.handle()?;
+        guarded("reading", || h.tree(tree).get(key)).map(|v| v.map(|v| v.to_vec()))
     }
 
     fn put(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        guarded("writing", || self.tree(tree).insert(key, value)).map(|_| ())
+        let h = self.handle()?;
+        guarded("writing", || h.tree(tree).insert(key, value)).map(|_| ())
     }
 
     fn scan_from<'a>(&'a self, tree: Tree, from: &[u8]) -> Box<dyn Iterator<Item = Result<KeyValue, StoreError>> + 'a> {
-        let mut inner = match guarded("scanning", || Ok(self.tree(tree).range(from.to_vec()..))) {
-            Ok(it) => it,
-            Err(e) => return Box::new(std::iter::once(Err(e))),
-        };
-        Box::new(std::iter::from_fn(move || {
-            match catch_unwind(AssertUnwindSafe(|| inner.next())) {
-                Ok(None) => None,
-                Ok(Some(Ok((k, v)))) => Some(Ok((k.to_vec(), v.to_vec()))),
-                Ok(Some(Err(e))) => Some(Err(StoreError::Corrupt(format!("scanning: {e}")))),
-                Err(_) => Some(Err(StoreError::Corrupt("scanning: the database files are damaged".into()))),
-            }
-        }))
+        Box::new(self.scan_shared_from(tree, from).map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec()))))
     }
 
     fn floor(&self, tree: Tree, key: &[u8]) -> Result<Option<KeyValue>, StoreError> {
-        guarded("reading", || self.tree(tree).range(..=key.to_vec()).next_back().transpose())
+        let h = self.handle()?;
+        guarded("reading", || h.tree(tree).range(..=key.to_vec()).next_back().transpose())
             .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 
     fn flush(&self) -> Result<(), StoreError> {
-        guarded("flushing", || self.db.flush()).map(|_| ())
+        let h = self.handle()?;
+        guarded("flushing", || h.db.flush()).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ENTRIES: u64 = 300;
+
+    fn value(i: u64) -> Vec<u8> {
+        (0..1000).map(|j| (i * 7 + j) as u8).collect()
+    }
+
+    /// A database of ENTRIES values of 1000 bytes in the events tree, reopened every 10 kB read.
+    fn filled(dir: &Path) -> SledBackend {
+        let db = SledBackend::open(dir, 1 << 20, true).unwrap();
+        for i in 0..ENTRIES {
+            db.put(Tree::Events, &i.to_be_bytes(), &value(i)).unwrap();
+        }
+        db.flush().unwrap();
+        db.set_reopen_after(10_000);
+        db
+    }
+
+    fn read_from(db: &SledBackend, from: u64) -> u64 {
+        let mut next = from;
+        for kv in db.scan_shared_from(Tree::Events, &from.to_be_bytes()) {
+            let (k, v) = kv.unwrap();
+            assert_eq!(k.as_ref(), next.to_be_bytes(), "key order");
+            assert_eq!(v.as_ref(), value(next), "value of {next}");
+            next += 1;
+        }
+        next - from
+    }
+
+    #[test]
+    fn scans_reopen_the_database_and_still_read_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = filled(dir.path());
+        for from in (0..ENTRIES).step_by(7) {
+            assert_eq!(read_from(&db, from), ENTRIES - from);
+        }
+        assert!(db.reopens() > 10, "reopened {} times", db.reopens());
+        // Point reads and writes go to the reopened database too.
+        assert_eq!(db.get(Tree::Events, &5u64.to_be_bytes()).unwrap(), Some(value(5)));
+        db.put(Tree::Events, &ENTRIES.to_be_bytes(), &value(ENTRIES)).unwrap();
+        assert_eq!(read_from(&db, ENTRIES), 1);
+    }
+
+    #[test]
+    fn a_running_scan_is_never_cut_off_by_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = filled(dir.path());
+        let mut held = db.scan_shared_from(Tree::Events, &0u64.to_be_bytes());
+        for i in 0..ENTRIES / 2 {
+            assert_eq!(held.next().unwrap().unwrap().1.as_ref(), value(i));
+        }
+        // Past the limit, but `held` still reads the open database: no reopen.
+        assert_eq!(read_from(&db, 0), ENTRIES);
+        assert_eq!(db.reopens(), 0);
+        for i in ENTRIES / 2..ENTRIES {
+            assert_eq!(held.next().unwrap().unwrap().1.as_ref(), value(i));
+        }
+        assert!(held.next().is_none());
+        drop(held);
+        read_from(&db, 0);
+        assert_eq!(read_from(&db, 0), ENTRIES);
+        assert!(db.reopens() > 0);
+    }
+
+    #[test]
+    fn concurrent_scans_take_turns_with_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = filled(dir.path());
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let db = &db;
+                s.spawn(move || {
+                    for from in (t..ENTRIES).step_by(11) {
+                        assert_eq!(read_from(db, from), ENTRIES - from);
+                    }
+                });
+            }
+        });
+        assert!(db.reopens() > 0);
     }
 }

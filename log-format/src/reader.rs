@@ -118,6 +118,11 @@ impl StoreReader {
         &self.path
     }
 
+    /// The database under the store (for its memory knobs: [`SledBackend::set_reopen_after`]).
+    pub fn backend(&self) -> &SledBackend {
+        &self.db
+    }
+
     pub fn commit(&self) -> Commit {
         self.commit
     }
@@ -223,7 +228,7 @@ impl StoreReader {
     }
 
     fn stream<T: BlockRecord>(&self, tree: Tree, from: u64, end: u64) -> BlockIter<'_, T> {
-        BlockIter { db: &self.db, tree, next: from, end, scan: None, block: Vec::new().into_iter(), block_end: from, _t: PhantomData }
+        BlockIter { db: &self.db, tree, next: from, end, scan: None, scanned: 0, block: Vec::new().into_iter(), block_end: from, _t: PhantomData }
     }
 }
 
@@ -243,7 +248,7 @@ pub struct EventBlocks<'a> {
     until: u64,
     /// The commit mark: events at or past it are not returned.
     limit: u64,
-    scan: Option<SharedScan>,
+    scan: Option<SharedScan<'a>>,
     /// One past the last event of the previous block read.
     next: Option<u64>,
     /// First id of the first block read.
@@ -334,6 +339,9 @@ impl EventBlocks<'_> {
     }
 }
 
+/// Blocks one scan of a [`BlockIter`] reads before it starts another.
+const RESCAN_BLOCKS: u32 = 1024;
+
 /// Records of one stream with ids in [next, end), checked to be contiguous.
 pub struct BlockIter<'a, T> {
     db: &'a SledBackend,
@@ -341,6 +349,9 @@ pub struct BlockIter<'a, T> {
     next: u64,
     end: u64,
     scan: Option<Box<dyn Iterator<Item = Result<KeyValue, StoreError>> + 'a>>,
+    /// Blocks read through `scan`: a long scan is started afresh now and then, so that the
+    /// backend can let go of what it read (see [`SledBackend`]).
+    scanned: u32,
     block: std::vec::IntoIter<T>,
     /// Id one past the last record of the current block.
     block_end: u64,
@@ -358,6 +369,11 @@ impl<T: BlockRecord> BlockIter<'_, T> {
 
     /// Loads the block that holds `self.next`.
     fn load(&mut self) -> Result<(), String> {
+        if self.scanned >= RESCAN_BLOCKS {
+            self.scan = None;
+            self.scanned = 0;
+        }
+        self.scanned += 1;
         let (key, value) = match self.scan.as_mut() {
             Some(scan) => match scan.next() {
                 Some(kv) => kv.map_err(|e| e.to_string())?,
