@@ -46,8 +46,8 @@ impl VType<'_> {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
-    /// Instruction index the frame belongs to.
-    pub insn: u32,
+    /// Old offset of the instruction the frame belongs to.
+    pub off: u32,
     pub locals: Range<u32>,
     pub stack: Range<u32>,
 }
@@ -176,7 +176,7 @@ impl<'a> Frames<'a> {
         let mut prev_off: i64 = self
             .frames
             .last()
-            .map(|f| d.insns[f.insn as usize].off as i64)
+            .map(|f| f.off as i64)
             .unwrap_or(-1);
         for _ in 0..n {
             let tag = r.u1().ok_or(bad("truncated"))?;
@@ -221,15 +221,15 @@ impl<'a> Frames<'a> {
                 }
             };
             let off = prev_off + 1 + delta as i64;
-            let insn = u32::try_from(off)
+            let at = u32::try_from(off)
                 .ok()
-                .and_then(|o| d.index(o))
+                .filter(|&o| d.index(o).is_some())
                 .ok_or(bad("frame not at an instruction"))?;
-            if insn >= d.insns.len() {
+            if at >= d.code_len {
                 return Err(bad("frame past the code"));
             }
             self.frames.push(Frame {
-                insn: insn as u32,
+                off: at,
                 locals: locals.clone(),
                 stack,
             });
@@ -285,6 +285,7 @@ fn write_vt<'a>(
             if code.get(off as usize) != Some(&OP_NEW) {
                 return Err(bad("Uninitialized does not name a new"));
             }
+            // A `new` has a probe, so it is a segment of its own: `at` is its opcode.
             let at = lay.at[i];
             out.push(8);
             out.extend_from_slice(&(at as u16).to_be_bytes());
@@ -318,7 +319,7 @@ fn extend_locals<'a>(
 }
 
 /// Writes the StackMapTable info for the new code. `frames.frames` must be sorted by
-/// instruction, one frame per instruction.
+/// offset, one frame per instruction.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode<'a>(
     frames: &Frames<'a>,
@@ -340,7 +341,7 @@ pub(crate) fn encode<'a>(
     let mut prev_pos: i64 = -1;
     let mut first = true;
     for f in &frames.frames {
-        let pos = lay.start[f.insn as usize] as i64;
+        let pos = lay.pos(d, f.off).ok_or(bad("frame not at an instruction"))? as i64;
         let delta = pos - prev_pos - 1;
         if !(0..=0xFFFF).contains(&delta) {
             return Err(bad("frames out of order"));
@@ -394,7 +395,7 @@ pub(crate) fn encode<'a>(
     Ok(())
 }
 
-/// True when the method's StackMapTable has a frame for instruction `i`.
-pub(crate) fn has_frame(frames: &Frames<'_>, i: u32) -> bool {
-    frames.frames.binary_search_by_key(&i, |f| f.insn).is_ok()
+/// True when the method's StackMapTable has a frame for the instruction at old offset `off`.
+pub(crate) fn has_frame(frames: &Frames<'_>, off: u32) -> bool {
+    frames.frames.binary_search_by_key(&off, |f| f.off).is_ok()
 }

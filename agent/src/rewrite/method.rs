@@ -155,8 +155,9 @@ pub(crate) fn rewrite_method<'a>(
         let sp = be_u16(info, e).ok_or(trunc.clone())? as u32;
         let ep = be_u16(info, e + 2).ok_or(trunc.clone())? as u32;
         let hp = be_u16(info, e + 4).ok_or(trunc.clone())? as u32;
-        match (d.index(sp), d.index(ep), d.index(hp)) {
-            (Some(a), Some(b), Some(h)) if a < b && h < d.insns.len() => {}
+        // Boundaries compare like their instructions; the handler must be an instruction.
+        match (d.index(sp), d.index(ep), d.is_insn(hp)) {
+            (Some(_), Some(_), true) if sp < ep => {}
             _ => return Err(bad_table("exception range not on instruction boundaries")),
         }
     }
@@ -303,8 +304,8 @@ pub(crate) fn rewrite_method<'a>(
         // start, end (exclusive; code_len maps to the new end), handler.
         for j in [0, 2, 4] {
             let pc = be_u16(info, e + j).unwrap_or(0) as u32;
-            let i = d.index(pc).ok_or(bad_table("exception"))?;
-            out.extend_from_slice(&(lay.start[i] as u16).to_be_bytes());
+            let np = lay.pos(d, pc).ok_or(bad_table("exception"))?;
+            out.extend_from_slice(&(np as u16).to_be_bytes());
         }
         out.extend_from_slice(info.get(e + 6..e + 8).ok_or(trunc.clone())?);
     }
@@ -418,13 +419,13 @@ fn add_widening_frames<'a>(
     pool: &PoolEdit<'a>,
     this_class: u16,
 ) -> Result<(), SkipReason> {
-    for (i, ins) in d.insns.iter().enumerate() {
+    for ins in d.insns.iter() {
         if ins.kind == Kind::Branch
             && ins.wide
             && !matches!(ins.op, OP_GOTO | OP_JSR)
-            && !frames::has_frame(frames, i as u32 + 1)
+            && !frames::has_frame(frames, ins.off + ins.len)
         {
-            typesim::add_fallthrough_frame(frames, d, code, &pool.cp, this_class, i)?;
+            typesim::add_fallthrough_frame(frames, d, code, &pool.cp, this_class, ins.off)?;
         }
     }
     Ok(())
@@ -434,11 +435,11 @@ fn add_widening_frames<'a>(
 /// inside an instruction (never produced by javac, tolerated for odd tools) to the start of the
 /// instruction containing it; the code end to the new code end.
 fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
-    let i = match d.index(pc) {
-        Some(i) => i,
+    let b = match d.index(pc) {
+        Some(_) => pc,
         None => d.containing(pc).ok_or(bad_table("offset"))?,
     };
-    lay.start.get(i).copied().ok_or(bad_table("offset"))
+    lay.pos(d, b).ok_or(bad_table("offset"))
 }
 
 fn push_for(id: u32, pool: &mut PoolEdit<'_>) -> IntPush {
