@@ -440,33 +440,26 @@ impl CpAppender {
     }
 }
 
-/// Builds the output class: original bytes with the pool extended and some spans replaced.
-/// `patches` must be sorted by start and non-overlapping, all after `cp_end`.
+/// Builds the output class: the original header and pool, the appended pool entries, `body`
+/// (the rewritten class from `cp_end` up to original offset `copied`), the rest of the original.
 pub(crate) fn assemble(
     orig: &[u8],
     cp_end: usize,
     cp: &CpAppender,
-    patches: &[(Range<usize>, Vec<u8>)],
+    body: &[u8],
+    copied: usize,
 ) -> Option<Vec<u8>> {
     if cp.count() > MAX_CP_COUNT {
         return None;
     }
-    let extra: usize = patches
-        .iter()
-        .map(|(r, b)| b.len().saturating_sub(r.len()))
-        .sum();
-    let mut out = Vec::with_capacity(orig.len() + cp.bytes.len() + extra);
+    let rest = orig.get(copied..)?;
+    let mut out = Vec::with_capacity(cp_end + cp.bytes.len() + body.len() + rest.len());
     out.extend_from_slice(orig.get(..8)?);
     out.extend_from_slice(&(cp.count() as u16).to_be_bytes());
     out.extend_from_slice(orig.get(10..cp_end)?);
     out.extend_from_slice(&cp.bytes);
-    let mut pos = cp_end;
-    for (r, b) in patches {
-        out.extend_from_slice(orig.get(pos..r.start)?);
-        out.extend_from_slice(b);
-        pos = r.end;
-    }
-    out.extend_from_slice(orig.get(pos..)?);
+    out.extend_from_slice(body);
+    out.extend_from_slice(rest);
     Some(out)
 }
 

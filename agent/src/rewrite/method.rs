@@ -31,7 +31,7 @@ pub(crate) struct ClassCtx<'a, 'n> {
     pub source_file: Option<&'n str>,
 }
 
-/// Buffers reused across the methods of a class.
+/// Buffers reused across the methods of a class (and across classes, see `mod.rs`).
 #[derive(Default)]
 pub(crate) struct Scratch<'a> {
     d: Decoded,
@@ -41,6 +41,24 @@ pub(crate) struct Scratch<'a> {
     smt: Vec<u8>,
     lines: Vec<(u16, u16)>,
     pushes: Vec<Option<IntPush>>,
+    /// Sub-attributes of the Code attribute: (whole, info, kind).
+    sub: Vec<(Range<usize>, Range<usize>, u8)>,
+}
+
+impl Scratch<'_> {
+    /// The same buffers, emptied, for the next class (whose bytes live elsewhere).
+    pub fn recycle(self) -> Scratch<'static> {
+        Scratch {
+            d: self.d,
+            lay: self.lay,
+            frames: self.frames.recycle(),
+            code: self.code,
+            smt: self.smt,
+            lines: self.lines,
+            pushes: self.pushes,
+            sub: self.sub,
+        }
+    }
 }
 
 const ATTR_OTHER: u8 = 0;
@@ -83,14 +101,16 @@ pub(crate) fn line_for(sorted: &[(u16, u16)], has_table: bool, bci: u32) -> i32 
     }
 }
 
-/// Rewrites one method; returns the replacement for the whole Code attribute.
+/// Rewrites one method; appends the replacement for the whole Code attribute to `out`. On
+/// error, `out` may hold part of it (the caller truncates).
 pub(crate) fn rewrite_method<'a>(
     cx: &ClassCtx<'a, '_>,
     m: &MethodIn<'a, '_>,
     pool: &mut PoolEdit<'a>,
     reg: &mut dyn SiteRegistry,
     s: &mut Scratch<'a>,
-) -> Result<Vec<u8>, SkipReason> {
+    out: &mut Vec<u8>,
+) -> Result<(), SkipReason> {
     let bytes = cx.bytes;
     let info: &'a [u8] = bytes
         .get(m.info.clone())
@@ -115,7 +135,8 @@ pub(crate) fn rewrite_method<'a>(
     let locals = ProbeLocals::after(max_locals).ok_or(SkipReason::TooManyLocals)?;
 
     // Sub-attributes, classified by name.
-    let mut sub: Vec<(Range<usize>, Range<usize>, u8)> = Vec::new();
+    let sub = &mut s.sub;
+    sub.clear();
     let mut smt_name = None;
     let mut has_lnt = false;
     for_each_attr(&mut r, |n, span| {
@@ -174,7 +195,7 @@ pub(crate) fn rewrite_method<'a>(
         cx.this_class,
     )?;
     if needs_frames {
-        for (_, i, k) in &sub {
+        for (_, i, k) in sub.iter() {
             if *k == ATTR_SMT {
                 frames.decode(info.get(i.clone()).ok_or(trunc.clone())?, d)?;
             }
@@ -183,7 +204,7 @@ pub(crate) fn rewrite_method<'a>(
 
     // Lines (for SiteInfo) and validation of line/local tables.
     s.lines.clear();
-    for (_, i, k) in &sub {
+    for (_, i, k) in s.sub.iter() {
         let t = info.get(i.clone()).ok_or(trunc.clone())?;
         match *k {
             ATTR_LNT => {
@@ -287,7 +308,8 @@ pub(crate) fn rewrite_method<'a>(
     )?;
 
     // The new Code attribute.
-    let mut out = Vec::with_capacity(m.attr.len() + s.code.len() - code_len + 64);
+    let base = out.len();
+    out.reserve(m.attr.len() + s.code.len() - code_len + 64);
     out.extend_from_slice(
         bytes
             .get(m.attr.start..m.attr.start + 2)
@@ -313,7 +335,7 @@ pub(crate) fn rewrite_method<'a>(
     out.extend_from_slice(&[0, 0]);
     let mut count: u16 = 0;
     let mut smt_written = false;
-    for (whole, i, k) in &sub {
+    for (whole, i, k) in s.sub.iter() {
         let t = info.get(i.clone()).ok_or(trunc.clone())?;
         let head = info
             .get(whole.start..whole.start + 2)
@@ -325,12 +347,12 @@ pub(crate) fn rewrite_method<'a>(
                     continue;
                 }
                 frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
-                write_attr(&mut out, head, &s.smt)?;
+                write_attr(out, head, &s.smt)?;
                 smt_written = true;
             }
             ATTR_LNT => {
                 let start = out.len();
-                write_attr_header(&mut out, head);
+                write_attr_header(out, head);
                 out.extend_from_slice(t.get(0..2).ok_or(trunc.clone())?);
                 for e in 0..(t.len() - 2) / 4 {
                     let pc = be_u16(t, 2 + e * 4).unwrap_or(0) as u32;
@@ -339,11 +361,11 @@ pub(crate) fn rewrite_method<'a>(
                     out.extend_from_slice(&(np as u16).to_be_bytes());
                     out.extend_from_slice(t.get(4 + e * 4..6 + e * 4).ok_or(trunc.clone())?);
                 }
-                patch_len(&mut out, start)?;
+                patch_len(out, start)?;
             }
             ATTR_LVT => {
                 let start = out.len();
-                write_attr_header(&mut out, head);
+                write_attr_header(out, head);
                 // JVMTI reads a local of a method that has a LocalVariableTable only when the
                 // table describes it: the probe locals get entries over the whole code.
                 let is_lvt = pool.cp.utf8(u16::from_be_bytes([head[0], head[1]])) == Some(b"LocalVariableTable");
@@ -371,7 +393,7 @@ pub(crate) fn rewrite_method<'a>(
                     out.extend_from_slice(&(ne.saturating_sub(ns) as u16).to_be_bytes());
                     out.extend_from_slice(t.get(b + 4..b + 10).ok_or(trunc.clone())?);
                 }
-                patch_len(&mut out, start)?;
+                patch_len(out, start)?;
             }
             _ => {
                 out.extend_from_slice(info.get(whole.clone()).ok_or(trunc.clone())?);
@@ -387,16 +409,16 @@ pub(crate) fn rewrite_method<'a>(
             None => pool.app.utf8(b"StackMapTable"),
         };
         frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
-        write_attr(&mut out, &name.to_be_bytes(), &s.smt)?;
+        write_attr(out, &name.to_be_bytes(), &s.smt)?;
         count = count.checked_add(1).ok_or(trunc.clone())?;
     }
     out[count_at..count_at + 2].copy_from_slice(&count.to_be_bytes());
-    let body_len = u32::try_from(out.len() - 6).map_err(|_| SkipReason::CodeTooLarge)?;
-    out[2..6].copy_from_slice(&body_len.to_be_bytes());
+    let body_len = u32::try_from(out.len() - base - 6).map_err(|_| SkipReason::CodeTooLarge)?;
+    out[base + 2..base + 6].copy_from_slice(&body_len.to_be_bytes());
     if pool.app.count() > MAX_CP_COUNT {
         return Err(SkipReason::ConstantPoolFull);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Whether the invokestatic at `off` calls a method of `lucce/Lucce`.
