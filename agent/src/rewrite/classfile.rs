@@ -172,7 +172,9 @@ impl<'a> ConstPool<'a> {
 
     /// All Class entries by name, for reusing them instead of appending duplicates.
     pub fn class_index(&self) -> FxHashMap<&'a [u8], u16> {
-        let mut m = FxHashMap::default();
+        // Sized once (no rehashing while filling); a few appended names fit in the slack.
+        let n = self.tags.iter().filter(|&&t| t == TAG_CLASS).count();
+        let mut m = FxHashMap::with_capacity_and_hasher(n + 8, Default::default());
         for i in 1..self.tags.len() {
             if self.tags[i] == TAG_CLASS {
                 if let Some(n) = self.class_name(i as u16) {
@@ -350,6 +352,10 @@ impl<'a> ClassFile<'a> {
 /// Java's modified UTF-8 to a Rust string. Plain UTF-8 (the common case) is borrowed; embedded
 /// NULs (`C0 80`) and surrogate pairs are decoded; anything invalid becomes U+FFFD.
 pub(crate) fn mutf8(b: &[u8]) -> Cow<'_, str> {
+    if b.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8 (the path below would borrow it unchanged too).
+        return Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(b) });
+    }
     if let Ok(s) = std::str::from_utf8(b) {
         if !b.contains(&0xED) {
             return Cow::Borrowed(s);

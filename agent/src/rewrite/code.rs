@@ -83,6 +83,8 @@ pub(crate) struct Decoded {
     /// an instruction); `index_of[code_len]` is `insns.len()` so an exclusive end offset maps too.
     pub index_of: Vec<u32>,
     pub code_len: u32,
+    /// Instructions with a probe.
+    pub nprobes: u32,
 }
 
 /// `OP_INFO` flag: a fixed-length instruction that is neither a branch nor probed (it joins a run
@@ -107,6 +109,7 @@ static OP_INFO: [u8; 256] = {
 };
 
 /// Length of a fixed-size instruction, 0 for variable-length ones, None for invalid opcodes.
+#[inline]
 const fn fixed_len(op: u8) -> Option<u32> {
     Some(match op {
         0x00..=0x0F => 1,
@@ -213,6 +216,7 @@ impl Decoded {
         self.insns.clear();
         self.targets.clear();
         self.index_of.clear();
+        self.nprobes = 0;
         let code_len = code.len() as u32;
         self.code_len = code_len;
         if code_len == 0 {
@@ -326,6 +330,7 @@ impl Decoded {
                 self.add_plain(off, ins.len, op, &mut run);
             } else {
                 self.index_of[off as usize] = self.insns.len() as u32;
+                self.nprobes += (ins.probe != Probe::None) as u32;
                 self.insns.push(ins);
                 run = false;
             }

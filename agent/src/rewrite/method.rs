@@ -85,11 +85,18 @@ pub(crate) struct MethodIn<'a, 'n> {
 /// HotSpot's line for `bci`: the entry whose start_pc equals it (first such in table order),
 /// else the last one in table order among those with the largest start_pc below it.
 /// `sorted` is stably sorted by start_pc.
+#[cfg(test)]
 pub(crate) fn line_for(sorted: &[(u16, u16)], has_table: bool, bci: u32) -> i32 {
+    let p = sorted.partition_point(|&(pc, _)| (pc as u32) < bci);
+    line_at(sorted, has_table, p, bci)
+}
+
+/// [`line_for`] given `p`, the number of entries with start_pc below `bci`.
+#[inline]
+fn line_at(sorted: &[(u16, u16)], has_table: bool, p: usize, bci: u32) -> i32 {
     if !has_table {
         return -1;
     }
-    let p = sorted.partition_point(|&(pc, _)| (pc as u32) < bci);
     if let Some(&(pc, line)) = sorted.get(p) {
         if pc as u32 == bci {
             return line as i32;
@@ -242,19 +249,15 @@ pub(crate) fn rewrite_method<'a>(
     // clearly below 32 KiB (nothing can widen or overflow then).
     let worst = IntPush::Short(0);
     let worst_site = probes::site_len(worst, locals);
-    let mut nprobes = 0u64;
-    for ins in d.insns.iter_mut() {
-        ins.probe_len = if ins.probe == Probe::None {
-            0
-        } else {
-            worst_site
-        };
-        nprobes += (ins.probe != Probe::None) as u64;
-    }
     let lay = &mut s.lay;
     let worst_bound =
-        code_len as u64 + nprobes * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
+        code_len as u64 + d.nprobes as u64 * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
     if worst_bound > i16::MAX as u64 {
+        for ins in d.insns.iter_mut() {
+            if ins.probe != Probe::None {
+                ins.probe_len = worst_site;
+            }
+        }
         lay.compute(d, probes::entry_len(worst, locals))?;
         if needs_frames && lay.any_wide {
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
@@ -273,13 +276,18 @@ pub(crate) fn rewrite_method<'a>(
     let method_push = push_for(method_id, pool);
     s.pushes.clear();
     s.pushes.resize(d.insns.len(), None);
+    // Sites come in increasing bci order, so the line lookup only moves forward.
+    let mut lp = 0;
     for (i, ins) in d.insns.iter_mut().enumerate() {
         let kind = match ins.probe {
             Probe::None => continue,
             Probe::Call => SiteKind::Call,
             Probe::Alloc => SiteKind::Alloc,
         };
-        let line = line_for(&s.lines, has_lnt, ins.off);
+        while s.lines.get(lp).is_some_and(|&(pc, _)| (pc as u32) < ins.off) {
+            lp += 1;
+        }
+        let line = line_at(&s.lines, has_lnt, lp, ins.off);
         let api = kind == SiteKind::Call && calls_api(code, ins.off, &pool.cp);
         let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api });
         let p = push_for(id, pool);
