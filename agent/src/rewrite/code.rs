@@ -231,13 +231,28 @@ impl Decoded {
             let op = code[off as usize];
             let info = OP_INFO[op as usize];
             if info & PLAIN != 0 {
-                // The common case: no Insn of its own, no probe, no target.
-                let len = (info & !PLAIN) as u32;
+                // The common case: no Insn of its own, no probe, no target. The whole run of
+                // such instructions is taken in this tight loop.
+                let mut len = (info & !PLAIN) as u32;
                 if off + len > code_len {
                     return Err(overrun);
                 }
                 self.add_plain(off, len, op, &mut run);
+                let seg = self.insns.len() - 1;
                 off += len;
+                while off < code_len {
+                    let info = OP_INFO[code[off as usize] as usize];
+                    if info & PLAIN == 0 {
+                        break;
+                    }
+                    len = (info & !PLAIN) as u32;
+                    if off + len > code_len {
+                        return Err(overrun);
+                    }
+                    self.index_of[off as usize] = seg as u32;
+                    off += len;
+                }
+                self.insns[seg].len = off - self.insns[seg].off;
                 continue;
             }
             let fl = fixed_len(op).ok_or(SkipReason::MalformedCode("unknown opcode"))?;
@@ -524,11 +539,12 @@ pub(crate) fn emit(
     out.clear();
     out.reserve(lay.code_len as usize);
     probes::emit_entry(out, pushes.method, locals, refs);
+    let tail = probes::SiteTail::new(locals, refs);
     let bad = SkipReason::MalformedCode("emit");
     for (i, ins) in d.insns.iter().enumerate() {
         let push = pushes.site.get(i).copied().flatten();
         if ins.probe == Probe::Call {
-            probes::emit_site(out, false, push.ok_or(bad.clone())?, locals, refs);
+            probes::emit_site_with(out, false, push.ok_or(bad.clone())?, &tail);
         }
         debug_assert_eq!(out.len() as u32, lay.at[i]);
         let at = lay.at[i];
@@ -593,7 +609,7 @@ pub(crate) fn emit(
             }
         }
         if ins.probe == Probe::Alloc {
-            probes::emit_site(out, true, push.ok_or(bad.clone())?, locals, refs);
+            probes::emit_site_with(out, true, push.ok_or(bad.clone())?, &tail);
         }
     }
     if out.len() as u32 != lay.code_len {
