@@ -186,6 +186,22 @@ impl<'a> ConstPool<'a> {
     }
 }
 
+/// The constant-pool index's vectors, kept between classes.
+#[derive(Default)]
+pub(crate) struct PoolBuffers {
+    tags: Vec<u8>,
+    offs: Vec<u32>,
+}
+
+impl ConstPool<'_> {
+    pub fn into_buffers(self) -> PoolBuffers {
+        PoolBuffers {
+            tags: self.tags,
+            offs: self.offs,
+        }
+    }
+}
+
 /// Where one attribute sits in the class file.
 #[derive(Debug, Clone)]
 pub(crate) struct AttrSpan {
@@ -243,6 +259,11 @@ pub(crate) fn for_each_attr<'a>(
 
 impl<'a> ClassFile<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Self, RewriteError> {
+        Self::parse_with(bytes, PoolBuffers::default())
+    }
+
+    /// [`ClassFile::parse`] into reused buffers (get them back with [`ConstPool::into_buffers`]).
+    pub fn parse_with(bytes: &'a [u8], bufs: PoolBuffers) -> Result<Self, RewriteError> {
         let mut r = Reader::new(bytes, 0);
         if r.u4() != Some(0xCAFE_BABE) {
             return Err(malformed("bad magic"));
@@ -253,15 +274,19 @@ impl<'a> ClassFile<'a> {
         if count == 0 {
             return Err(malformed("constant_pool_count is 0"));
         }
-        let mut tags = vec![0u8; count];
-        let mut offs = vec![0u32; count];
+        let PoolBuffers { mut tags, mut offs } = bufs;
+        tags.clear();
+        tags.resize(count, 0);
+        offs.clear();
+        offs.resize(count, 0);
         let mut i = 1;
         while i < count {
             let tag = r.u1().ok_or(malformed("truncated constant pool"))?;
             tags[i] = tag;
             offs[i] = r.pos as u32;
             let n = match tag {
-                TAG_UTF8 => r.u2().ok_or(malformed("truncated constant pool"))? as usize,
+                // Length and bytes in one skip (the body offset stays at the length).
+                TAG_UTF8 => 2 + be_u16(bytes, r.pos).ok_or(malformed("truncated constant pool"))? as usize,
                 TAG_INTEGER | TAG_FLOAT => 4,
                 TAG_LONG | TAG_DOUBLE => 8,
                 TAG_CLASS | TAG_STRING | TAG_METHOD_TYPE | TAG_MODULE | TAG_PACKAGE => 2,

@@ -46,6 +46,7 @@ use pool::PoolEdit;
 /// allocations for decoding, layout, frames and the rewritten method bodies.
 #[derive(Default)]
 struct Buffers {
+    pool: classfile::PoolBuffers,
     method: method::Scratch<'static>,
     /// The class file from the end of the constant pool on, with the new Code attributes.
     body: Vec<u8>,
@@ -157,7 +158,8 @@ pub fn rewrite_class(
     class_bytes: &[u8],
     registry: &mut dyn SiteRegistry,
 ) -> Result<RewriteOutcome, RewriteError> {
-    let cf = ClassFile::parse(class_bytes)?;
+    let mut bufs = BUFFERS.with(|b| b.take()).unwrap_or_default();
+    let cf = ClassFile::parse_with(class_bytes, std::mem::take(&mut bufs.pool))?;
     let ClassFile {
         bytes,
         major,
@@ -188,10 +190,10 @@ pub fn rewrite_class(
         source_file: source.as_deref(),
     };
     let mut pool = PoolEdit::new(cp);
-    let mut bufs = BUFFERS.with(|b| b.take()).unwrap_or_default();
     let Buffers {
         method: scratch,
         body,
+        ..
     } = &mut *bufs;
     // Covariance: the 'static buffers serve this class's borrowed bytes until `recycle`.
     let mut scratch: method::Scratch<'_> = std::mem::take(scratch);
@@ -243,7 +245,8 @@ pub fn rewrite_class(
         }
     }
     bufs.method = scratch.recycle();
-    let out = finish(bytes, cp_end, copied, pool, rewritten_names, &mut stats, &bufs.body);
+    let out = finish(bytes, cp_end, copied, &pool, rewritten_names, &mut stats, &bufs.body);
+    bufs.pool = pool.cp.into_buffers();
     BUFFERS.with(|b| b.set(Some(bufs)));
     Ok(RewriteOutcome { bytes: out?, stats })
 }
@@ -253,7 +256,7 @@ fn finish(
     bytes: &[u8],
     cp_end: usize,
     copied: usize,
-    pool: PoolEdit<'_>,
+    pool: &PoolEdit<'_>,
     rewritten_names: Vec<(u16, u16)>,
     stats: &mut ClassStats,
     body: &[u8],
