@@ -252,21 +252,22 @@ impl Agent {
         let t0 = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| rewrite_class(bytes, &mut registrar)));
         let ns = t0.elapsed().as_nanos() as u64;
-        let label = name.unwrap_or("<unnamed>").to_string();
+        // Borrowed: most classes never need the name as a String.
+        let label = name.unwrap_or("<unnamed>");
         let mut out = None;
         let mut stats = self.stats();
         stats.hook_calls += 1;
         match result {
             Err(p) => {
                 stats.classes_seen += 1;
-                stats.timed(&label, ns);
-                stats.failed(&label, format!("Panic: {}", panic_text(&*p)));
+                stats.timed(label, ns);
+                stats.failed(label, format!("Panic: {}", panic_text(&*p)));
             }
             Ok(Err(e)) => {
                 stats.classes_seen += 1;
-                stats.timed(&label, ns);
+                stats.timed(label, ns);
                 diag!(Info, "{label} not rewritten: {e:?}");
-                stats.failed(&label, format!("{e:?}"));
+                stats.failed(label, format!("{e:?}"));
             }
             Ok(Ok(RewriteOutcome { bytes: new, stats: cs })) => {
                 // Classes defined without a name are filtered only now that the name is known.
@@ -304,7 +305,7 @@ impl Agent {
             registrar.publish();
             if !redefining {
                 if let Some(set) = self.hooked_early.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                    set.insert(label);
+                    set.insert(label.to_string());
                 }
             }
         }

@@ -74,8 +74,8 @@ pub fn check_class(bytes: &[u8]) -> Result<CheckSummary, String> {
             let h = r.u2().unwrap_or(u16::MAX) as u32;
             r.u2()
                 .ok_or_else(|| err(&mname, "truncated exception table"))?;
-            match (d.index(s), d.index(e), d.index(h)) {
-                (Some(a), Some(b), Some(hh)) if a < b && hh < d.insns.len() => {}
+            match (d.index(s), d.index(e), d.is_insn(h)) {
+                (Some(_), Some(_), true) if s < e => {}
                 _ => return Err(err(&mname, format!("bad exception entry {s} {e} {h}"))),
             }
         }

@@ -172,7 +172,9 @@ impl<'a> ConstPool<'a> {
 
     /// All Class entries by name, for reusing them instead of appending duplicates.
     pub fn class_index(&self) -> FxHashMap<&'a [u8], u16> {
-        let mut m = FxHashMap::default();
+        // Sized once (no rehashing while filling); a few appended names fit in the slack.
+        let n = self.tags.iter().filter(|&&t| t == TAG_CLASS).count();
+        let mut m = FxHashMap::with_capacity_and_hasher(n + 8, Default::default());
         for i in 1..self.tags.len() {
             if self.tags[i] == TAG_CLASS {
                 if let Some(n) = self.class_name(i as u16) {
@@ -181,6 +183,22 @@ impl<'a> ConstPool<'a> {
             }
         }
         m
+    }
+}
+
+/// The constant-pool index's vectors, kept between classes.
+#[derive(Default)]
+pub(crate) struct PoolBuffers {
+    tags: Vec<u8>,
+    offs: Vec<u32>,
+}
+
+impl ConstPool<'_> {
+    pub fn into_buffers(self) -> PoolBuffers {
+        PoolBuffers {
+            tags: self.tags,
+            offs: self.offs,
+        }
     }
 }
 
@@ -241,6 +259,11 @@ pub(crate) fn for_each_attr<'a>(
 
 impl<'a> ClassFile<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Self, RewriteError> {
+        Self::parse_with(bytes, PoolBuffers::default())
+    }
+
+    /// [`ClassFile::parse`] into reused buffers (get them back with [`ConstPool::into_buffers`]).
+    pub fn parse_with(bytes: &'a [u8], bufs: PoolBuffers) -> Result<Self, RewriteError> {
         let mut r = Reader::new(bytes, 0);
         if r.u4() != Some(0xCAFE_BABE) {
             return Err(malformed("bad magic"));
@@ -251,15 +274,19 @@ impl<'a> ClassFile<'a> {
         if count == 0 {
             return Err(malformed("constant_pool_count is 0"));
         }
-        let mut tags = vec![0u8; count];
-        let mut offs = vec![0u32; count];
+        let PoolBuffers { mut tags, mut offs } = bufs;
+        tags.clear();
+        tags.resize(count, 0);
+        offs.clear();
+        offs.resize(count, 0);
         let mut i = 1;
         while i < count {
             let tag = r.u1().ok_or(malformed("truncated constant pool"))?;
             tags[i] = tag;
             offs[i] = r.pos as u32;
             let n = match tag {
-                TAG_UTF8 => r.u2().ok_or(malformed("truncated constant pool"))? as usize,
+                // Length and bytes in one skip (the body offset stays at the length).
+                TAG_UTF8 => 2 + be_u16(bytes, r.pos).ok_or(malformed("truncated constant pool"))? as usize,
                 TAG_INTEGER | TAG_FLOAT => 4,
                 TAG_LONG | TAG_DOUBLE => 8,
                 TAG_CLASS | TAG_STRING | TAG_METHOD_TYPE | TAG_MODULE | TAG_PACKAGE => 2,
@@ -350,6 +377,10 @@ impl<'a> ClassFile<'a> {
 /// Java's modified UTF-8 to a Rust string. Plain UTF-8 (the common case) is borrowed; embedded
 /// NULs (`C0 80`) and surrogate pairs are decoded; anything invalid becomes U+FFFD.
 pub(crate) fn mutf8(b: &[u8]) -> Cow<'_, str> {
+    if b.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8 (the path below would borrow it unchanged too).
+        return Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(b) });
+    }
     if let Ok(s) = std::str::from_utf8(b) {
         if !b.contains(&0xED) {
             return Cow::Borrowed(s);
@@ -440,33 +471,26 @@ impl CpAppender {
     }
 }
 
-/// Builds the output class: original bytes with the pool extended and some spans replaced.
-/// `patches` must be sorted by start and non-overlapping, all after `cp_end`.
+/// Builds the output class: the original header and pool, the appended pool entries, `body`
+/// (the rewritten class from `cp_end` up to original offset `copied`), the rest of the original.
 pub(crate) fn assemble(
     orig: &[u8],
     cp_end: usize,
     cp: &CpAppender,
-    patches: &[(Range<usize>, Vec<u8>)],
+    body: &[u8],
+    copied: usize,
 ) -> Option<Vec<u8>> {
     if cp.count() > MAX_CP_COUNT {
         return None;
     }
-    let extra: usize = patches
-        .iter()
-        .map(|(r, b)| b.len().saturating_sub(r.len()))
-        .sum();
-    let mut out = Vec::with_capacity(orig.len() + cp.bytes.len() + extra);
+    let rest = orig.get(copied..)?;
+    let mut out = Vec::with_capacity(cp_end + cp.bytes.len() + body.len() + rest.len());
     out.extend_from_slice(orig.get(..8)?);
     out.extend_from_slice(&(cp.count() as u16).to_be_bytes());
     out.extend_from_slice(orig.get(10..cp_end)?);
     out.extend_from_slice(&cp.bytes);
-    let mut pos = cp_end;
-    for (r, b) in patches {
-        out.extend_from_slice(orig.get(pos..r.start)?);
-        out.extend_from_slice(b);
-        pos = r.end;
-    }
-    out.extend_from_slice(orig.get(pos..)?);
+    out.extend_from_slice(body);
+    out.extend_from_slice(rest);
     Some(out)
 }
 

@@ -1,5 +1,12 @@
-//! Bytecode: decoding into a compact instruction vector, computing the new layout (with probe
+//! Bytecode: decoding into a compact segment vector, computing the new layout (with probe
 //! bytes, switch padding and widened branches), and emitting the new code array.
+//!
+//! A segment is either one instruction the rewriter changes or moves relative to its neighbours
+//! (a branch, a switch, an instruction with a probe) or a maximal run of other ("plain")
+//! instructions, which is copied as one block and shifts as a whole. Most instructions are plain,
+//! so decoding, layout and emission work per segment, not per instruction. Every instruction
+//! boundary is still known (`Decoded::index_of`), and a boundary inside a run maps to the run's
+//! new start plus its distance from the run's old start.
 //!
 //! Offsets of the old code map to the new code in two ways:
 //! - [`Layout::start`]: the first byte emitted for an instruction, i.e. its call probe when it has
@@ -48,14 +55,16 @@ pub(crate) enum Probe {
 pub(crate) struct Insn {
     /// Offset in the old code.
     pub off: u32,
-    /// Length in the old code.
+    /// Length in the old code (of the whole run for a run of plain instructions).
     pub len: u32,
+    /// The (first) opcode.
     pub op: u8,
     pub kind: Kind,
     pub probe: Probe,
     /// A 16-bit branch that needs the long form in the new layout.
     pub wide: bool,
-    /// Branch: target instruction index. Switch: first index into `Decoded::targets`.
+    /// Branch: target offset in the old code (an instruction boundary). Switch: first index into
+    /// `Decoded::targets`.
     pub target: u32,
     /// Switch: number of targets (default first).
     pub ntargets: u32,
@@ -66,16 +75,42 @@ pub(crate) struct Insn {
 /// A decoded method body; buffers are reused across methods.
 #[derive(Default)]
 pub(crate) struct Decoded {
+    /// Segments in code order (see the module comment).
     pub insns: Vec<Insn>,
-    /// Switch targets as instruction indices.
+    /// Switch targets as old offsets (instruction boundaries).
     pub targets: Vec<u32>,
-    /// Old offset -> instruction index (NONE inside an instruction); `index_of[code_len]` is
-    /// `insns.len()` so an exclusive end offset maps too.
+    /// Old offset -> index of the segment holding the instruction that starts there (NONE inside
+    /// an instruction); `index_of[code_len]` is `insns.len()` so an exclusive end offset maps too.
     pub index_of: Vec<u32>,
+    pub code_len: u32,
+    /// Instructions with a probe.
+    pub nprobes: u32,
 }
 
+/// `OP_INFO` flag: a fixed-length instruction that is neither a branch nor probed (it joins a run
+/// of plain instructions); the low bits hold its length.
+const PLAIN: u8 = 0x80;
+
+/// Per opcode: `PLAIN | length` for plain fixed-length instructions, else 0 (decoded the slow way).
+static OP_INFO: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut op = 0;
+    while op < 256 {
+        let o = op as u8;
+        let branch = matches!(o, 0x99..=0xA8 | 0xC6..=0xC9);
+        if let Some(n) = fixed_len(o) {
+            if n > 0 && !branch && !is_invoke(o) && !is_alloc(o) {
+                t[op] = PLAIN | n as u8;
+            }
+        }
+        op += 1;
+    }
+    t
+};
+
 /// Length of a fixed-size instruction, 0 for variable-length ones, None for invalid opcodes.
-fn fixed_len(op: u8) -> Option<u32> {
+#[inline]
+const fn fixed_len(op: u8) -> Option<u32> {
     Some(match op {
         0x00..=0x0F => 1,
         0x10 => 2,
@@ -108,11 +143,11 @@ fn fixed_len(op: u8) -> Option<u32> {
     })
 }
 
-pub(crate) fn is_invoke(op: u8) -> bool {
-    (0xB6..=0xBA).contains(&op)
+pub(crate) const fn is_invoke(op: u8) -> bool {
+    matches!(op, 0xB6..=0xBA)
 }
 
-pub(crate) fn is_alloc(op: u8) -> bool {
+pub(crate) const fn is_alloc(op: u8) -> bool {
     matches!(op, 0xBB | 0xBC | 0xBD | 0xC5)
 }
 
@@ -127,6 +162,22 @@ fn rd_i32(code: &[u8], at: u32) -> Result<i32, SkipReason> {
         .ok_or(SkipReason::MalformedCode("truncated instruction"))
 }
 
+/// Length of the instruction at `off` (any opcode but the switches, which need the decoder), or
+/// None when it is invalid or overruns the code.
+pub(crate) fn insn_len(code: &[u8], off: usize) -> Option<usize> {
+    let op = *code.get(off)?;
+    let n = match fixed_len(op)? {
+        0 if op == OP_WIDE => match *code.get(off + 1)? {
+            0x84 => 6,
+            0x15..=0x19 | 0x36..=0x3A | 0xA9 => 4,
+            _ => return None,
+        },
+        0 => return None,
+        n => n as usize,
+    };
+    (off + n <= code.len()).then_some(n)
+}
+
 fn target_of(off: u32, disp: i64, code_len: u32) -> Result<u32, SkipReason> {
     let t = off as i64 + disp;
     if t < 0 || t >= code_len as i64 {
@@ -136,19 +187,74 @@ fn target_of(off: u32, disp: i64, code_len: u32) -> Result<u32, SkipReason> {
 }
 
 impl Decoded {
+    /// Appends a plain instruction to the open run (`run`), or starts one.
+    #[inline]
+    fn add_plain(&mut self, off: u32, len: u32, op: u8, run: &mut bool) {
+        if *run {
+            let last = self.insns.len() - 1;
+            self.insns[last].len += len;
+            self.index_of[off as usize] = last as u32;
+        } else {
+            self.index_of[off as usize] = self.insns.len() as u32;
+            self.insns.push(Insn {
+                off,
+                len,
+                op,
+                kind: Kind::Plain,
+                probe: Probe::None,
+                wide: false,
+                target: NONE,
+                ntargets: 0,
+                probe_len: 0,
+            });
+            *run = true;
+        }
+    }
+
     /// Decodes `code`, marking probe points. Branch targets must be instruction boundaries.
     pub fn decode(&mut self, code: &[u8]) -> Result<(), SkipReason> {
         self.insns.clear();
         self.targets.clear();
         self.index_of.clear();
+        self.nprobes = 0;
         let code_len = code.len() as u32;
+        self.code_len = code_len;
         if code_len == 0 {
             return Err(SkipReason::MalformedCode("empty code"));
         }
         self.index_of.resize(code.len() + 1, NONE);
+        let overrun = SkipReason::MalformedCode("instruction overruns the code");
+        // Whether the last segment is a run of plain instructions that the next one may join.
+        let mut run = false;
         let mut off = 0u32;
         while off < code_len {
             let op = code[off as usize];
+            let info = OP_INFO[op as usize];
+            if info & PLAIN != 0 {
+                // The common case: no Insn of its own, no probe, no target. The whole run of
+                // such instructions is taken in this tight loop.
+                let mut len = (info & !PLAIN) as u32;
+                if off + len > code_len {
+                    return Err(overrun);
+                }
+                self.add_plain(off, len, op, &mut run);
+                let seg = self.insns.len() - 1;
+                off += len;
+                while off < code_len {
+                    let info = OP_INFO[code[off as usize] as usize];
+                    if info & PLAIN == 0 {
+                        break;
+                    }
+                    len = (info & !PLAIN) as u32;
+                    if off + len > code_len {
+                        return Err(overrun);
+                    }
+                    self.index_of[off as usize] = seg as u32;
+                    off += len;
+                }
+                self.insns[seg].len = off - self.insns[seg].off;
+                continue;
+            }
             let fl = fixed_len(op).ok_or(SkipReason::MalformedCode("unknown opcode"))?;
             let mut ins = Insn {
                 off,
@@ -232,27 +338,32 @@ impl Decoded {
                 ins.probe = Probe::Alloc;
             }
             if off as u64 + ins.len as u64 > code_len as u64 {
-                return Err(SkipReason::MalformedCode("instruction overruns the code"));
+                return Err(overrun);
             }
-            self.index_of[off as usize] = self.insns.len() as u32;
-            self.insns.push(ins);
+            if ins.kind == Kind::Plain && ins.probe == Probe::None {
+                // `wide`: plain, only not of a fixed length.
+                self.add_plain(off, ins.len, op, &mut run);
+            } else {
+                self.index_of[off as usize] = self.insns.len() as u32;
+                self.nprobes += (ins.probe != Probe::None) as u32;
+                self.insns.push(ins);
+                run = false;
+            }
             off += ins.len;
         }
         self.index_of[code.len()] = self.insns.len() as u32;
-        // Resolve target offsets to instruction indices.
-        for ins in self.insns.iter_mut() {
-            if matches!(ins.kind, Kind::Branch | Kind::BranchW) {
-                ins.target = self.index_of[ins.target as usize];
-                if ins.target == NONE {
-                    return Err(SkipReason::MalformedCode(
-                        "branch into the middle of an instruction",
-                    ));
-                }
+        // Targets must be instruction boundaries (they stay old offsets).
+        for ins in self.insns.iter() {
+            if matches!(ins.kind, Kind::Branch | Kind::BranchW)
+                && self.index_of[ins.target as usize] == NONE
+            {
+                return Err(SkipReason::MalformedCode(
+                    "branch into the middle of an instruction",
+                ));
             }
         }
-        for t in self.targets.iter_mut() {
-            *t = self.index_of[*t as usize];
-            if *t == NONE {
+        for &t in self.targets.iter() {
+            if self.index_of[t as usize] == NONE {
                 return Err(SkipReason::MalformedCode(
                     "switch target inside an instruction",
                 ));
@@ -261,7 +372,7 @@ impl Decoded {
         Ok(())
     }
 
-    /// Instruction index at old offset `off` (boundary or `code_len`), else None.
+    /// Segment index of the instruction at old offset `off` (boundary or `code_len`), else None.
     #[inline]
     pub fn index(&self, off: u32) -> Option<usize> {
         match self.index_of.get(off as usize) {
@@ -270,13 +381,20 @@ impl Decoded {
         }
     }
 
-    /// Instruction index containing old offset `off` (for tables that may point mid-instruction).
-    pub fn containing(&self, off: u32) -> Option<usize> {
+    /// Whether `off` is the start of an instruction (not the code end).
+    #[inline]
+    pub fn is_insn(&self, off: u32) -> bool {
+        off < self.code_len && self.index(off).is_some()
+    }
+
+    /// Start of the instruction containing old offset `off` (for tables that may point
+    /// mid-instruction); offsets past the code give the code end.
+    pub fn containing(&self, off: u32) -> Option<u32> {
         let mut o = (off as usize).min(self.index_of.len().checked_sub(1)?);
         loop {
             if let Some(&i) = self.index_of.get(o) {
                 if i != NONE {
-                    return Some(i as usize);
+                    return Some(o as u32);
                 }
             }
             o = o.checked_sub(1)?;
@@ -284,7 +402,7 @@ impl Decoded {
     }
 }
 
-/// New positions; `start`/`at` have one entry per instruction plus one for the code end.
+/// New positions; `start`/`at` have one entry per segment plus one for the code end.
 #[derive(Default)]
 pub(crate) struct Layout {
     pub start: Vec<u32>,
@@ -310,6 +428,15 @@ fn new_len(ins: &Insn, at: u32) -> u32 {
 }
 
 impl Layout {
+    /// New position of the instruction boundary at old offset `off` (or of the code end).
+    #[inline]
+    pub fn pos(&self, d: &Decoded, off: u32) -> Option<u32> {
+        let i = d.index(off)?;
+        let seg_off = d.insns.get(i).map_or(d.code_len, |s| s.off);
+        // Inside a run the distance to the run's start is unchanged.
+        Some(self.start.get(i)? + (off - seg_off))
+    }
+
     /// Computes positions, widening 16-bit branches until every displacement fits (a fixed
     /// point: widening only grows code, so it terminates after at most one pass per branch).
     /// Probe lengths come from `Insn::probe_len`; `wide` flags persist in `d.insns`.
@@ -355,11 +482,13 @@ impl Layout {
                 break;
             }
             let mut changed = false;
-            for (i, ins) in d.insns.iter_mut().enumerate() {
+            for i in 0..n {
+                let ins = d.insns[i];
                 if ins.kind == Kind::Branch && !ins.wide {
-                    let disp = self.start[ins.target as usize] as i64 - self.at[i] as i64;
+                    let t = self.pos(d, ins.target).ok_or(SkipReason::MalformedCode("target"))?;
+                    let disp = t as i64 - self.at[i] as i64;
                     if disp < i16::MIN as i64 || disp > i16::MAX as i64 {
-                        ins.wide = true;
+                        d.insns[i].wide = true;
                         changed = true;
                     }
                 }
@@ -410,11 +539,12 @@ pub(crate) fn emit(
     out.clear();
     out.reserve(lay.code_len as usize);
     probes::emit_entry(out, pushes.method, locals, refs);
+    let tail = probes::SiteTail::new(locals, refs);
     let bad = SkipReason::MalformedCode("emit");
     for (i, ins) in d.insns.iter().enumerate() {
         let push = pushes.site.get(i).copied().flatten();
         if ins.probe == Probe::Call {
-            probes::emit_site(out, false, push.ok_or(bad.clone())?, locals, refs);
+            probes::emit_site_with(out, false, push.ok_or(bad.clone())?, &tail);
         }
         debug_assert_eq!(out.len() as u32, lay.at[i]);
         let at = lay.at[i];
@@ -423,7 +553,7 @@ pub(crate) fn emit(
         match ins.kind {
             Kind::Plain => out.extend_from_slice(orig),
             Kind::Branch | Kind::BranchW => {
-                let t = lay.start[ins.target as usize] as i64;
+                let t = lay.pos(d, ins.target).ok_or(bad.clone())? as i64;
                 if ins.kind == Kind::BranchW {
                     out.push(ins.op);
                     out.extend_from_slice(&((t - at as i64) as i32).to_be_bytes());
@@ -455,30 +585,31 @@ pub(crate) fn emit(
                     .targets
                     .get(ins.target as usize..(ins.target + ins.ntargets) as usize)
                     .ok_or(bad.clone())?;
-                let disp = |k: usize| -> [u8; 4] {
-                    ((lay.start[tg[k] as usize] as i64 - at as i64) as i32).to_be_bytes()
+                let disp = |k: usize| -> Result<[u8; 4], SkipReason> {
+                    let t = lay.pos(d, tg[k]).ok_or(SkipReason::MalformedCode("emit"))?;
+                    Ok(((t as i64 - at as i64) as i32).to_be_bytes())
                 };
-                out.extend_from_slice(&disp(0));
+                out.extend_from_slice(&disp(0)?);
                 let rest = code
                     .get(base as usize + 4..off + ins.len as usize)
                     .ok_or(bad.clone())?;
                 if ins.op == OP_TABLESWITCH {
                     out.extend_from_slice(rest.get(..8).ok_or(bad.clone())?); // low, high
                     for k in 1..tg.len() {
-                        out.extend_from_slice(&disp(k));
+                        out.extend_from_slice(&disp(k)?);
                     }
                 } else {
                     out.extend_from_slice(rest.get(..4).ok_or(bad.clone())?); // npairs
                     for k in 1..tg.len() {
                         let m = 4 + (k - 1) * 8;
                         out.extend_from_slice(rest.get(m..m + 4).ok_or(bad.clone())?);
-                        out.extend_from_slice(&disp(k));
+                        out.extend_from_slice(&disp(k)?);
                     }
                 }
             }
         }
         if ins.probe == Probe::Alloc {
-            probes::emit_site(out, true, push.ok_or(bad.clone())?, locals, refs);
+            probes::emit_site_with(out, true, push.ok_or(bad.clone())?, &tail);
         }
     }
     if out.len() as u32 != lay.code_len {

@@ -46,8 +46,8 @@ impl VType<'_> {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
-    /// Instruction index the frame belongs to.
-    pub insn: u32,
+    /// Old offset of the instruction the frame belongs to.
+    pub off: u32,
     pub locals: Range<u32>,
     pub stack: Range<u32>,
 }
@@ -59,6 +59,16 @@ pub(crate) struct Frames<'a> {
     /// Locals of the implicit initial frame (always at pool[0..n]).
     pub initial: Range<u32>,
     pub frames: Vec<Frame>,
+    /// Scratch for `encode`: the previous and the current frame's extended locals.
+    prev: Vec<VType<'a>>,
+    cur: Vec<VType<'a>>,
+}
+
+/// An emptied type list for another class: the map never runs (the vector is empty) and the
+/// in-place collect keeps the allocation (same size and alignment), so this is free.
+fn recycle_types(mut v: Vec<VType<'_>>) -> Vec<VType<'static>> {
+    v.clear();
+    v.into_iter().map(|_| VType::Top).collect()
 }
 
 fn bad(what: &'static str) -> SkipReason {
@@ -97,6 +107,21 @@ pub(crate) fn parse_field_type<'a>(d: &'a [u8], i: &mut usize) -> Option<VType<'
         }
         _ => return None,
     })
+}
+
+impl Frames<'_> {
+    /// The same buffers, emptied, for the next class.
+    pub fn recycle(self) -> Frames<'static> {
+        let mut frames = self.frames;
+        frames.clear();
+        Frames {
+            pool: recycle_types(self.pool),
+            initial: 0..0,
+            frames,
+            prev: recycle_types(self.prev),
+            cur: recycle_types(self.cur),
+        }
+    }
 }
 
 impl<'a> Frames<'a> {
@@ -176,7 +201,7 @@ impl<'a> Frames<'a> {
         let mut prev_off: i64 = self
             .frames
             .last()
-            .map(|f| d.insns[f.insn as usize].off as i64)
+            .map(|f| f.off as i64)
             .unwrap_or(-1);
         for _ in 0..n {
             let tag = r.u1().ok_or(bad("truncated"))?;
@@ -221,15 +246,15 @@ impl<'a> Frames<'a> {
                 }
             };
             let off = prev_off + 1 + delta as i64;
-            let insn = u32::try_from(off)
+            let at = u32::try_from(off)
                 .ok()
-                .and_then(|o| d.index(o))
+                .filter(|&o| d.index(o).is_some())
                 .ok_or(bad("frame not at an instruction"))?;
-            if insn >= d.insns.len() {
+            if at >= d.code_len {
                 return Err(bad("frame past the code"));
             }
             self.frames.push(Frame {
-                insn: insn as u32,
+                off: at,
                 locals: locals.clone(),
                 stack,
             });
@@ -285,6 +310,7 @@ fn write_vt<'a>(
             if code.get(off as usize) != Some(&OP_NEW) {
                 return Err(bad("Uninitialized does not name a new"));
             }
+            // A `new` has a probe, so it is a segment of its own: `at` is its opcode.
             let at = lay.at[i];
             out.push(8);
             out.extend_from_slice(&(at as u16).to_be_bytes());
@@ -318,10 +344,10 @@ fn extend_locals<'a>(
 }
 
 /// Writes the StackMapTable info for the new code. `frames.frames` must be sorted by
-/// instruction, one frame per instruction.
+/// offset, one frame per instruction.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode<'a>(
-    frames: &Frames<'a>,
+    frames: &mut Frames<'a>,
     d: &Decoded,
     lay: &Layout,
     code: &[u8],
@@ -335,26 +361,30 @@ pub(crate) fn encode<'a>(
         return Err(bad("too many frames"));
     }
     out.extend_from_slice(&(n as u16).to_be_bytes());
-    let mut prev: Vec<VType<'a>> = Vec::new();
-    let mut cur: Vec<VType<'a>> = Vec::new();
+    let Frames {
+        pool: types,
+        frames: list,
+        prev,
+        cur,
+        ..
+    } = frames;
+    prev.clear();
     let mut prev_pos: i64 = -1;
     let mut first = true;
-    for f in &frames.frames {
-        let pos = lay.start[f.insn as usize] as i64;
+    for f in list.iter() {
+        let pos = lay.pos(d, f.off).ok_or(bad("frame not at an instruction"))? as i64;
         let delta = pos - prev_pos - 1;
         if !(0..=0xFFFF).contains(&delta) {
             return Err(bad("frames out of order"));
         }
         let delta = delta as u32;
-        let locals = frames
-            .pool
+        let locals = types
             .get(f.locals.start as usize..f.locals.end as usize)
             .ok_or(bad("range"))?;
-        let stack = frames
-            .pool
+        let stack = types
             .get(f.stack.start as usize..f.stack.end as usize)
             .ok_or(bad("range"))?;
-        extend_locals(locals, max_locals, &mut cur)?;
+        extend_locals(locals, max_locals, cur)?;
         // The first frame is relative to the implicit initial frame, which lacks CTX/VER.
         let same = !first && cur == prev;
         if same && stack.is_empty() {
@@ -379,7 +409,7 @@ pub(crate) fn encode<'a>(
                 return Err(bad("frame too large"));
             }
             out.extend_from_slice(&(cur.len() as u16).to_be_bytes());
-            for &v in &cur {
+            for &v in cur.iter() {
                 write_vt(out, v, d, lay, code, pool)?;
             }
             out.extend_from_slice(&(stack.len() as u16).to_be_bytes());
@@ -387,14 +417,14 @@ pub(crate) fn encode<'a>(
                 write_vt(out, v, d, lay, code, pool)?;
             }
         }
-        std::mem::swap(&mut prev, &mut cur);
+        std::mem::swap(prev, cur);
         prev_pos = pos;
         first = false;
     }
     Ok(())
 }
 
-/// True when the method's StackMapTable has a frame for instruction `i`.
-pub(crate) fn has_frame(frames: &Frames<'_>, i: u32) -> bool {
-    frames.frames.binary_search_by_key(&i, |f| f.insn).is_ok()
+/// True when the method's StackMapTable has a frame for the instruction at old offset `off`.
+pub(crate) fn has_frame(frames: &Frames<'_>, off: u32) -> bool {
+    frames.frames.binary_search_by_key(&off, |f| f.off).is_ok()
 }

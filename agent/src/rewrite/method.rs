@@ -31,7 +31,7 @@ pub(crate) struct ClassCtx<'a, 'n> {
     pub source_file: Option<&'n str>,
 }
 
-/// Buffers reused across the methods of a class.
+/// Buffers reused across the methods of a class (and across classes, see `mod.rs`).
 #[derive(Default)]
 pub(crate) struct Scratch<'a> {
     d: Decoded,
@@ -41,6 +41,24 @@ pub(crate) struct Scratch<'a> {
     smt: Vec<u8>,
     lines: Vec<(u16, u16)>,
     pushes: Vec<Option<IntPush>>,
+    /// Sub-attributes of the Code attribute: (whole, info, kind).
+    sub: Vec<(Range<usize>, Range<usize>, u8)>,
+}
+
+impl Scratch<'_> {
+    /// The same buffers, emptied, for the next class (whose bytes live elsewhere).
+    pub fn recycle(self) -> Scratch<'static> {
+        Scratch {
+            d: self.d,
+            lay: self.lay,
+            frames: self.frames.recycle(),
+            code: self.code,
+            smt: self.smt,
+            lines: self.lines,
+            pushes: self.pushes,
+            sub: self.sub,
+        }
+    }
 }
 
 const ATTR_OTHER: u8 = 0;
@@ -67,11 +85,18 @@ pub(crate) struct MethodIn<'a, 'n> {
 /// HotSpot's line for `bci`: the entry whose start_pc equals it (first such in table order),
 /// else the last one in table order among those with the largest start_pc below it.
 /// `sorted` is stably sorted by start_pc.
+#[cfg(test)]
 pub(crate) fn line_for(sorted: &[(u16, u16)], has_table: bool, bci: u32) -> i32 {
+    let p = sorted.partition_point(|&(pc, _)| (pc as u32) < bci);
+    line_at(sorted, has_table, p, bci)
+}
+
+/// [`line_for`] given `p`, the number of entries with start_pc below `bci`.
+#[inline]
+fn line_at(sorted: &[(u16, u16)], has_table: bool, p: usize, bci: u32) -> i32 {
     if !has_table {
         return -1;
     }
-    let p = sorted.partition_point(|&(pc, _)| (pc as u32) < bci);
     if let Some(&(pc, line)) = sorted.get(p) {
         if pc as u32 == bci {
             return line as i32;
@@ -83,14 +108,16 @@ pub(crate) fn line_for(sorted: &[(u16, u16)], has_table: bool, bci: u32) -> i32 
     }
 }
 
-/// Rewrites one method; returns the replacement for the whole Code attribute.
+/// Rewrites one method; appends the replacement for the whole Code attribute to `out`. On
+/// error, `out` may hold part of it (the caller truncates).
 pub(crate) fn rewrite_method<'a>(
     cx: &ClassCtx<'a, '_>,
     m: &MethodIn<'a, '_>,
     pool: &mut PoolEdit<'a>,
     reg: &mut dyn SiteRegistry,
     s: &mut Scratch<'a>,
-) -> Result<Vec<u8>, SkipReason> {
+    out: &mut Vec<u8>,
+) -> Result<(), SkipReason> {
     let bytes = cx.bytes;
     let info: &'a [u8] = bytes
         .get(m.info.clone())
@@ -115,7 +142,8 @@ pub(crate) fn rewrite_method<'a>(
     let locals = ProbeLocals::after(max_locals).ok_or(SkipReason::TooManyLocals)?;
 
     // Sub-attributes, classified by name.
-    let mut sub: Vec<(Range<usize>, Range<usize>, u8)> = Vec::new();
+    let sub = &mut s.sub;
+    sub.clear();
     let mut smt_name = None;
     let mut has_lnt = false;
     for_each_attr(&mut r, |n, span| {
@@ -155,8 +183,9 @@ pub(crate) fn rewrite_method<'a>(
         let sp = be_u16(info, e).ok_or(trunc.clone())? as u32;
         let ep = be_u16(info, e + 2).ok_or(trunc.clone())? as u32;
         let hp = be_u16(info, e + 4).ok_or(trunc.clone())? as u32;
-        match (d.index(sp), d.index(ep), d.index(hp)) {
-            (Some(a), Some(b), Some(h)) if a < b && h < d.insns.len() => {}
+        // Boundaries compare like their instructions; the handler must be an instruction.
+        match (d.index(sp), d.index(ep), d.is_insn(hp)) {
+            (Some(_), Some(_), true) if sp < ep => {}
             _ => return Err(bad_table("exception range not on instruction boundaries")),
         }
     }
@@ -173,7 +202,7 @@ pub(crate) fn rewrite_method<'a>(
         cx.this_class,
     )?;
     if needs_frames {
-        for (_, i, k) in &sub {
+        for (_, i, k) in sub.iter() {
             if *k == ATTR_SMT {
                 frames.decode(info.get(i.clone()).ok_or(trunc.clone())?, d)?;
             }
@@ -182,7 +211,7 @@ pub(crate) fn rewrite_method<'a>(
 
     // Lines (for SiteInfo) and validation of line/local tables.
     s.lines.clear();
-    for (_, i, k) in &sub {
+    for (_, i, k) in s.sub.iter() {
         let t = info.get(i.clone()).ok_or(trunc.clone())?;
         match *k {
             ATTR_LNT => {
@@ -220,19 +249,15 @@ pub(crate) fn rewrite_method<'a>(
     // clearly below 32 KiB (nothing can widen or overflow then).
     let worst = IntPush::Short(0);
     let worst_site = probes::site_len(worst, locals);
-    let mut nprobes = 0u64;
-    for ins in d.insns.iter_mut() {
-        ins.probe_len = if ins.probe == Probe::None {
-            0
-        } else {
-            worst_site
-        };
-        nprobes += (ins.probe != Probe::None) as u64;
-    }
     let lay = &mut s.lay;
     let worst_bound =
-        code_len as u64 + nprobes * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
+        code_len as u64 + d.nprobes as u64 * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
     if worst_bound > i16::MAX as u64 {
+        for ins in d.insns.iter_mut() {
+            if ins.probe != Probe::None {
+                ins.probe_len = worst_site;
+            }
+        }
         lay.compute(d, probes::entry_len(worst, locals))?;
         if needs_frames && lay.any_wide {
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
@@ -251,13 +276,18 @@ pub(crate) fn rewrite_method<'a>(
     let method_push = push_for(method_id, pool);
     s.pushes.clear();
     s.pushes.resize(d.insns.len(), None);
+    // Sites come in increasing bci order, so the line lookup only moves forward.
+    let mut lp = 0;
     for (i, ins) in d.insns.iter_mut().enumerate() {
         let kind = match ins.probe {
             Probe::None => continue,
             Probe::Call => SiteKind::Call,
             Probe::Alloc => SiteKind::Alloc,
         };
-        let line = line_for(&s.lines, has_lnt, ins.off);
+        while s.lines.get(lp).is_some_and(|&(pc, _)| (pc as u32) < ins.off) {
+            lp += 1;
+        }
+        let line = line_at(&s.lines, has_lnt, lp, ins.off);
         let api = kind == SiteKind::Call && calls_api(code, ins.off, &pool.cp);
         let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api });
         let p = push_for(id, pool);
@@ -286,7 +316,8 @@ pub(crate) fn rewrite_method<'a>(
     )?;
 
     // The new Code attribute.
-    let mut out = Vec::with_capacity(m.attr.len() + s.code.len() - code_len + 64);
+    let base = out.len();
+    out.reserve(m.attr.len() + s.code.len() - code_len + 64);
     out.extend_from_slice(
         bytes
             .get(m.attr.start..m.attr.start + 2)
@@ -303,8 +334,8 @@ pub(crate) fn rewrite_method<'a>(
         // start, end (exclusive; code_len maps to the new end), handler.
         for j in [0, 2, 4] {
             let pc = be_u16(info, e + j).unwrap_or(0) as u32;
-            let i = d.index(pc).ok_or(bad_table("exception"))?;
-            out.extend_from_slice(&(lay.start[i] as u16).to_be_bytes());
+            let np = lay.pos(d, pc).ok_or(bad_table("exception"))?;
+            out.extend_from_slice(&(np as u16).to_be_bytes());
         }
         out.extend_from_slice(info.get(e + 6..e + 8).ok_or(trunc.clone())?);
     }
@@ -312,7 +343,7 @@ pub(crate) fn rewrite_method<'a>(
     out.extend_from_slice(&[0, 0]);
     let mut count: u16 = 0;
     let mut smt_written = false;
-    for (whole, i, k) in &sub {
+    for (whole, i, k) in s.sub.iter() {
         let t = info.get(i.clone()).ok_or(trunc.clone())?;
         let head = info
             .get(whole.start..whole.start + 2)
@@ -324,12 +355,12 @@ pub(crate) fn rewrite_method<'a>(
                     continue;
                 }
                 frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
-                write_attr(&mut out, head, &s.smt)?;
+                write_attr(out, head, &s.smt)?;
                 smt_written = true;
             }
             ATTR_LNT => {
                 let start = out.len();
-                write_attr_header(&mut out, head);
+                write_attr_header(out, head);
                 out.extend_from_slice(t.get(0..2).ok_or(trunc.clone())?);
                 for e in 0..(t.len() - 2) / 4 {
                     let pc = be_u16(t, 2 + e * 4).unwrap_or(0) as u32;
@@ -338,11 +369,11 @@ pub(crate) fn rewrite_method<'a>(
                     out.extend_from_slice(&(np as u16).to_be_bytes());
                     out.extend_from_slice(t.get(4 + e * 4..6 + e * 4).ok_or(trunc.clone())?);
                 }
-                patch_len(&mut out, start)?;
+                patch_len(out, start)?;
             }
             ATTR_LVT => {
                 let start = out.len();
-                write_attr_header(&mut out, head);
+                write_attr_header(out, head);
                 // JVMTI reads a local of a method that has a LocalVariableTable only when the
                 // table describes it: the probe locals get entries over the whole code.
                 let is_lvt = pool.cp.utf8(u16::from_be_bytes([head[0], head[1]])) == Some(b"LocalVariableTable");
@@ -370,7 +401,7 @@ pub(crate) fn rewrite_method<'a>(
                     out.extend_from_slice(&(ne.saturating_sub(ns) as u16).to_be_bytes());
                     out.extend_from_slice(t.get(b + 4..b + 10).ok_or(trunc.clone())?);
                 }
-                patch_len(&mut out, start)?;
+                patch_len(out, start)?;
             }
             _ => {
                 out.extend_from_slice(info.get(whole.clone()).ok_or(trunc.clone())?);
@@ -386,16 +417,16 @@ pub(crate) fn rewrite_method<'a>(
             None => pool.app.utf8(b"StackMapTable"),
         };
         frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
-        write_attr(&mut out, &name.to_be_bytes(), &s.smt)?;
+        write_attr(out, &name.to_be_bytes(), &s.smt)?;
         count = count.checked_add(1).ok_or(trunc.clone())?;
     }
     out[count_at..count_at + 2].copy_from_slice(&count.to_be_bytes());
-    let body_len = u32::try_from(out.len() - 6).map_err(|_| SkipReason::CodeTooLarge)?;
-    out[2..6].copy_from_slice(&body_len.to_be_bytes());
+    let body_len = u32::try_from(out.len() - base - 6).map_err(|_| SkipReason::CodeTooLarge)?;
+    out[base + 2..base + 6].copy_from_slice(&body_len.to_be_bytes());
     if pool.app.count() > MAX_CP_COUNT {
         return Err(SkipReason::ConstantPoolFull);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Whether the invokestatic at `off` calls a method of `lucce/Lucce`.
@@ -418,13 +449,13 @@ fn add_widening_frames<'a>(
     pool: &PoolEdit<'a>,
     this_class: u16,
 ) -> Result<(), SkipReason> {
-    for (i, ins) in d.insns.iter().enumerate() {
+    for ins in d.insns.iter() {
         if ins.kind == Kind::Branch
             && ins.wide
             && !matches!(ins.op, OP_GOTO | OP_JSR)
-            && !frames::has_frame(frames, i as u32 + 1)
+            && !frames::has_frame(frames, ins.off + ins.len)
         {
-            typesim::add_fallthrough_frame(frames, d, code, &pool.cp, this_class, i)?;
+            typesim::add_fallthrough_frame(frames, d, code, &pool.cp, this_class, ins.off)?;
         }
     }
     Ok(())
@@ -434,11 +465,11 @@ fn add_widening_frames<'a>(
 /// inside an instruction (never produced by javac, tolerated for odd tools) to the start of the
 /// instruction containing it; the code end to the new code end.
 fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
-    let i = match d.index(pc) {
-        Some(i) => i,
+    let b = match d.index(pc) {
+        Some(_) => pc,
         None => d.containing(pc).ok_or(bad_table("offset"))?,
     };
-    lay.start.get(i).copied().ok_or(bad_table("offset"))
+    lay.pos(d, b).ok_or(bad_table("offset"))
 }
 
 fn push_for(id: u32, pool: &mut PoolEdit<'_>) -> IntPush {

@@ -37,8 +37,25 @@ mod pool;
 pub mod probes;
 mod typesim;
 
+use std::cell::Cell;
+
 use classfile::{assemble, mutf8, ClassFile, MAX_CP_COUNT};
 use pool::PoolEdit;
+
+/// Per-thread buffers of the rewriter, kept between classes so that a class costs no
+/// allocations for decoding, layout, frames and the rewritten method bodies.
+#[derive(Default)]
+struct Buffers {
+    pool: classfile::PoolBuffers,
+    method: method::Scratch<'static>,
+    /// The class file from the end of the constant pool on, with the new Code attributes.
+    body: Vec<u8>,
+}
+
+thread_local! {
+    // Taken for the duration of one rewrite (so a panic just leaves fresh buffers behind).
+    static BUFFERS: Cell<Option<Box<Buffers>>> = const { Cell::new(None) };
+}
 
 /// Ids handed out by the agent for methods and sites; the rewriter asks for one per method,
 /// call site and allocation site it instruments, in bytecode order.
@@ -141,7 +158,8 @@ pub fn rewrite_class(
     class_bytes: &[u8],
     registry: &mut dyn SiteRegistry,
 ) -> Result<RewriteOutcome, RewriteError> {
-    let cf = ClassFile::parse(class_bytes)?;
+    let mut bufs = BUFFERS.with(|b| b.take()).unwrap_or_default();
+    let cf = ClassFile::parse_with(class_bytes, std::mem::take(&mut bufs.pool))?;
     let ClassFile {
         bytes,
         major,
@@ -172,8 +190,16 @@ pub fn rewrite_class(
         source_file: source.as_deref(),
     };
     let mut pool = PoolEdit::new(cp);
-    let mut scratch = method::Scratch::default();
-    let mut patches = Vec::new();
+    let Buffers {
+        method: scratch,
+        body,
+        ..
+    } = &mut *bufs;
+    // Covariance: the 'static buffers serve this class's borrowed bytes until `recycle`.
+    let mut scratch: method::Scratch<'_> = std::mem::take(scratch);
+    body.clear();
+    // Copied from the class bytes up to here.
+    let mut copied = cp_end;
     let mut rewritten_names = Vec::new();
     for m in &methods {
         let Some(code) = &m.code else { continue };
@@ -200,17 +226,43 @@ pub fn rewrite_class(
             attr: code.whole.clone(),
             info: code.info.clone(),
         };
-        match method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch) {
-            Ok(attr) => {
-                patches.push((code.whole.clone(), attr));
+        // Methods are in class-file order, so the Code attributes come in increasing order.
+        let mark = body.len();
+        let gap = bytes
+            .get(copied..code.whole.start)
+            .ok_or(RewriteError::Malformed("method order"))?;
+        body.extend_from_slice(gap);
+        match method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch, body) {
+            Ok(()) => {
+                copied = code.whole.end;
                 rewritten_names.push((m.name, m.desc));
                 stats.methods_rewritten += 1;
             }
-            Err(r) => stats.skipped.push((label(), r)),
+            Err(r) => {
+                body.truncate(mark);
+                stats.skipped.push((label(), r));
+            }
         }
     }
-    if patches.is_empty() {
-        return Ok(RewriteOutcome { bytes: None, stats });
+    bufs.method = scratch.recycle();
+    let out = finish(bytes, cp_end, copied, &pool, rewritten_names, &mut stats, &bufs.body);
+    bufs.pool = pool.cp.into_buffers();
+    BUFFERS.with(|b| b.set(Some(bufs)));
+    Ok(RewriteOutcome { bytes: out?, stats })
+}
+
+/// The rewritten class (None when no method was rewritten or the pool overflowed).
+fn finish(
+    bytes: &[u8],
+    cp_end: usize,
+    copied: usize,
+    pool: &PoolEdit<'_>,
+    rewritten_names: Vec<(u16, u16)>,
+    stats: &mut ClassStats,
+    body: &[u8],
+) -> Result<Option<Vec<u8>>, RewriteError> {
+    if rewritten_names.is_empty() {
+        return Ok(None);
     }
     if pool.app.count() > MAX_CP_COUNT {
         stats.methods_rewritten = 0;
@@ -223,12 +275,9 @@ pub fn rewrite_class(
             stats.skipped.push((label, SkipReason::ConstantPoolFull));
         }
         stats.unchanged_reason = Some(SkipReason::ConstantPoolFull);
-        return Ok(RewriteOutcome { bytes: None, stats });
+        return Ok(None);
     }
-    let out =
-        assemble(bytes, cp_end, &pool.app, &patches).ok_or(RewriteError::Malformed("assemble"))?;
-    Ok(RewriteOutcome {
-        bytes: Some(out),
-        stats,
-    })
+    let out = assemble(bytes, cp_end, &pool.app, body, copied)
+        .ok_or(RewriteError::Malformed("assemble"))?;
+    Ok(Some(out))
 }

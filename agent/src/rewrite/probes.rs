@@ -105,6 +105,7 @@ impl IntPush {
         }
     }
 
+    #[inline]
     fn emit(self, out: &mut Vec<u8>) {
         match self {
             IntPush::Const(op) => out.push(op),
@@ -150,12 +151,18 @@ fn local_insn_len(slot: u16) -> u32 {
 }
 
 fn emit_local(out: &mut Vec<u8>, short0: u8, long_op: u8, slot: u16) {
+    let (b, n) = local_insn(short0, long_op, slot);
+    out.extend_from_slice(&b[..n]);
+}
+
+/// The bytes of a load or store of `slot` (shortest form) and their count.
+fn local_insn(short0: u8, long_op: u8, slot: u16) -> ([u8; 4], usize) {
     match slot {
-        0..=3 => out.push(short0 + slot as u8),
-        4..=255 => out.extend_from_slice(&[long_op, slot as u8]),
+        0..=3 => ([short0 + slot as u8, 0, 0, 0], 1),
+        4..=255 => ([long_op, slot as u8, 0, 0], 2),
         _ => {
-            out.extend_from_slice(&[WIDE, long_op]);
-            out.extend_from_slice(&slot.to_be_bytes());
+            let s = slot.to_be_bytes();
+            ([WIDE, long_op, s[0], s[1]], 4)
         }
     }
 }
@@ -191,18 +198,41 @@ pub fn emit_site(
     l: ProbeLocals,
     refs: &RuntimeRefs,
 ) {
+    emit_site_with(out, alloc, push, &SiteTail::new(l, refs));
+}
+
+/// What follows the id push in a site probe (`lload CTX; lload VER; invokestatic call|alloc`),
+/// the same for every site of a method: built once, then copied per site.
+#[derive(Debug, Clone, Copy)]
+pub struct SiteTail {
+    /// Call, then alloc.
+    bytes: [[u8; 11]; 2],
+    len: usize,
+}
+
+impl SiteTail {
+    pub fn new(l: ProbeLocals, refs: &RuntimeRefs) -> SiteTail {
+        let mut bytes = [[0u8; 11]; 2];
+        let (c, cn) = local_insn(LLOAD_0, LLOAD, l.ctx);
+        let (v, vn) = local_insn(LLOAD_0, LLOAD, l.ver);
+        for (b, m) in bytes.iter_mut().zip([RuntimeMethod::Call, RuntimeMethod::Alloc]) {
+            b[..cn].copy_from_slice(&c[..cn]);
+            b[cn..cn + vn].copy_from_slice(&v[..vn]);
+            b[cn + vn] = INVOKESTATIC;
+            b[cn + vn + 1..cn + vn + 3].copy_from_slice(&refs.0[m as usize].to_be_bytes());
+        }
+        SiteTail {
+            bytes,
+            len: cn + vn + 3,
+        }
+    }
+}
+
+/// [`emit_site`] with the tail built already.
+#[inline]
+pub fn emit_site_with(out: &mut Vec<u8>, alloc: bool, push: IntPush, tail: &SiteTail) {
     push.emit(out);
-    emit_local(out, LLOAD_0, LLOAD, l.ctx);
-    emit_local(out, LLOAD_0, LLOAD, l.ver);
-    emit_invokestatic(
-        out,
-        refs,
-        if alloc {
-            RuntimeMethod::Alloc
-        } else {
-            RuntimeMethod::Call
-        },
-    );
+    out.extend_from_slice(&tail.bytes[alloc as usize][..tail.len]);
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use super::classfile::{
     be_u16, ConstPool, TAG_CLASS, TAG_DOUBLE, TAG_DYNAMIC, TAG_FLOAT, TAG_INTEGER, TAG_LONG,
     TAG_METHOD_HANDLE, TAG_METHOD_TYPE, TAG_STRING,
 };
-use super::code::{Decoded, OP_WIDE};
+use super::code::{insn_len, Decoded, OP_WIDE};
 use super::frames::{parse_field_type, Frame, Frames, VType};
 use super::SkipReason;
 
@@ -429,25 +429,25 @@ impl<'a> Sim<'a, '_> {
     }
 }
 
-/// The frame at the instruction after conditional branch `branch`: appended to `frames` (which
-/// stays sorted by instruction).
+/// The frame at the instruction after the conditional branch at old offset `branch`: appended
+/// to `frames` (which stays sorted by offset).
 pub(crate) fn add_fallthrough_frame<'a>(
     frames: &mut Frames<'a>,
     d: &Decoded,
     code: &'a [u8],
     cp: &ConstPool<'a>,
     this_class: u16,
-    branch: usize,
+    branch: u32,
 ) -> Result<(), SkipReason> {
-    let next = branch + 1;
-    if next >= d.insns.len() {
+    let next = insn_len(code, branch as usize)
+        .map(|n| branch + n as u32)
+        .ok_or(unsupported("bad branch"))?;
+    if next >= d.code_len {
         return Err(unsupported("conditional branch at the end of the code"));
     }
-    let pos = frames
-        .frames
-        .partition_point(|f| (f.insn as usize) <= branch);
-    let (from_insn, locals, stack) = match pos.checked_sub(1).and_then(|p| frames.frames.get(p)) {
-        Some(f) => (f.insn as usize, f.locals.clone(), f.stack.clone()),
+    let pos = frames.frames.partition_point(|f| f.off <= branch);
+    let (from, locals, stack) = match pos.checked_sub(1).and_then(|p| frames.frames.get(p)) {
+        Some(f) => (f.off, f.locals.clone(), f.stack.clone()),
         None => (0, frames.initial.clone(), 0..0),
     };
     let mut sim = Sim {
@@ -465,8 +465,18 @@ pub(crate) fn add_fallthrough_frame<'a>(
         &frames.pool[stack.start as usize..stack.end as usize],
         &mut sim.stack,
     );
-    for ins in &d.insns[from_insn..=branch] {
-        sim.step(ins.off as usize, ins.op)?;
+    // Instruction by instruction from the frame through the branch (runs of plain instructions
+    // are single segments, so this walks the code itself). `from` is an instruction boundary,
+    // so stepping by lengths meets `branch`; an instruction that ends the block (a switch
+    // among them) fails in `step` first.
+    let mut off = from as usize;
+    loop {
+        let op = *code.get(off).ok_or(unsupported("truncated"))?;
+        sim.step(off, op)?;
+        if off >= branch as usize {
+            break;
+        }
+        off += insn_len(code, off).ok_or(unsupported("bad instruction"))?;
     }
     let l0 = frames.pool.len() as u32;
     to_entries(&sim.locals, &mut frames.pool);
@@ -474,13 +484,13 @@ pub(crate) fn add_fallthrough_frame<'a>(
     to_entries(&sim.stack, &mut frames.pool);
     let s1 = frames.pool.len() as u32;
     let f = Frame {
-        insn: next as u32,
+        off: next,
         locals: l0..l1,
         stack: l1..s1,
     };
     match frames
         .frames
-        .binary_search_by_key(&(next as u32), |f| f.insn)
+        .binary_search_by_key(&next, |f| f.off)
     {
         Ok(_) => {} // Already a branch target with its own frame.
         Err(at) => frames.frames.insert(at, f),
