@@ -161,13 +161,6 @@ impl SledBackend {
         }
     }
 
-    /// Closes the database and returns once sled has released its lock on the files, so that
-    /// the store can be opened again at once.
-    pub fn close(self) {
-        *lock(&self.handle) = Err("the database is closed".into());
-        self.wait_for_unlock();
-    }
-
     /// Bytes of values scans read before the database is reopened (a memory bound, see
     /// [`SledBackend`]).
     pub fn set_reopen_after(&self, bytes: u64) {
@@ -229,6 +222,15 @@ impl SledBackend {
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
         let h = self.handle()?;
         guarded("measuring the database", || h.db.size_on_disk())
+    }
+}
+
+impl Drop for SledBackend {
+    /// Waits for sled to let go of the files: a store dropped by one part of a program and
+    /// opened by the next would otherwise be refused as "in use" now and then.
+    fn drop(&mut self) {
+        *lock(&self.handle) = Err("the database is closed".into());
+        self.wait_for_unlock();
     }
 }
 

@@ -339,7 +339,8 @@ impl WriterThread {
                         bytes_on_disk: self.db.size_on_disk().unwrap_or(0),
                         max_queued_events: self.backlog.max.load(Ordering::Relaxed),
                     };
-                    self.db.close();
+                    // Returns once sled has let go of the files: the store can be opened at once.
+                    drop(self.db);
                     return match self.failed {
                         Some(e) => Err(StoreError::WriterGone(e)),
                         None => Ok(report),
