@@ -232,14 +232,28 @@ unsafe extern "C" fn class_file_load_hook(
     }
 }
 
-impl Agent {
-    /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
-    fn on_class(&self, name: Option<&str>, redefining: bool, bytes: &[u8]) -> Option<(*mut u8, jint)> {
-        if !self.live.load(Ordering::Acquire) {
-            self.stats().hook_calls += 1;
-            self.stats().deferred += 1;
-            return None;
-        }
+/// What the load hook works with once the agent is live, borrowed from the [`Agent`]: the hook's
+/// work without the JVM around it, so that examples/rewrite_dir.rs can time it on a directory of
+/// classes.
+pub struct HookState<'a> {
+    pub options: &'a Options,
+    pub registry: &'a Registry,
+    pub stats: &'a Mutex<Stats>,
+    pub recorder: Option<&'static Recorder>,
+    pub hooked_early: &'a Mutex<Option<HashSet<String>>>,
+}
+
+impl HookState<'_> {
+    /// Rewrites one class (the live hook); returns the new class bytes and their length.
+    /// `allocate(n)` must return null or a fresh allocation of `n` writable bytes, which the
+    /// caller then owns (JVMTI Allocate in the agent).
+    pub fn on_class(
+        &self,
+        name: Option<&str>,
+        redefining: bool,
+        bytes: &[u8],
+        allocate: impl FnOnce(usize) -> *mut u8,
+    ) -> Option<(*mut u8, jint)> {
         if let Some(n) = name {
             if !self.options.wants(n) {
                 let mut s = self.stats();
@@ -288,9 +302,10 @@ impl Agent {
                 }
                 match new {
                     None => stats.classes_unchanged += 1,
-                    Some(new) => match self.jvmti.allocate(new.len()) {
-                        Ok(p) if !p.is_null() => {
-                            // SAFETY: `p` is a fresh JVMTI allocation of `new.len()` bytes.
+                    Some(new) => match allocate(new.len()) {
+                        p if !p.is_null() => {
+                            // SAFETY: `allocate` returns null or a fresh allocation of
+                            // `new.len()` bytes (its contract).
                             unsafe { std::ptr::copy_nonoverlapping(new.as_ptr(), p, new.len()) };
                             stats.classes_rewritten += 1;
                             out = Some((p, new.len() as jint));
@@ -310,6 +325,30 @@ impl Agent {
             }
         }
         out
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Agent {
+    /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
+    fn on_class(&self, name: Option<&str>, redefining: bool, bytes: &[u8]) -> Option<(*mut u8, jint)> {
+        if !self.live.load(Ordering::Acquire) {
+            let mut s = self.stats();
+            s.hook_calls += 1;
+            s.deferred += 1;
+            return None;
+        }
+        let hook = HookState {
+            options: &self.options,
+            registry: &self.registry,
+            stats: &self.stats,
+            recorder: self.recorder,
+            hooked_early: &self.hooked_early,
+        };
+        hook.on_class(name, redefining, bytes, |n| self.jvmti.allocate(n).unwrap_or(std::ptr::null_mut()))
     }
 
     fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
