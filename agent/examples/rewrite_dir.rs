@@ -189,7 +189,7 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize) {
         if pass == 0 {
             let t = registry.tables();
             for m in t.methods.iter().flatten() {
-                h.write(format!("{}|{}|{}|{:?}|{}", m.class, m.name, m.descriptor, m.source_file, m.access_flags).as_bytes());
+                h.write(format!("{}|{}|{}|{:?}|{}", m.class(), m.name(), m.descriptor(), m.source_file(), m.access_flags).as_bytes());
             }
             for s in t.sites.iter().flatten() {
                 h.write(format!("{s:?}").as_bytes());
