@@ -417,10 +417,12 @@ pub(crate) struct CpAppender {
 }
 
 impl CpAppender {
-    pub fn new(orig_count: u32) -> Self {
+    /// An appender writing into a reused buffer.
+    pub fn with_buffer(orig_count: u32, mut bytes: Vec<u8>) -> Self {
+        bytes.clear();
         CpAppender {
             next: orig_count,
-            bytes: Vec::new(),
+            bytes,
         }
     }
 

@@ -50,6 +50,8 @@ struct Buffers {
     method: method::Scratch<'static>,
     /// The class file from the end of the constant pool on, with the new Code attributes.
     body: Vec<u8>,
+    /// The appended constant-pool entries.
+    app: Vec<u8>,
 }
 
 thread_local! {
@@ -189,7 +191,7 @@ pub fn rewrite_class(
         this_is_object: raw_name == b"java/lang/Object",
         source_file: source.as_deref(),
     };
-    let mut pool = PoolEdit::new(cp);
+    let mut pool = PoolEdit::new(cp, std::mem::take(&mut bufs.app));
     let Buffers {
         method: scratch,
         body,
@@ -247,6 +249,7 @@ pub fn rewrite_class(
     bufs.method = scratch.recycle();
     let out = finish(bytes, cp_end, copied, &pool, rewritten_names, &mut stats, &bufs.body);
     bufs.pool = pool.cp.into_buffers();
+    bufs.app = pool.app.bytes;
     BUFFERS.with(|b| b.set(Some(bufs)));
     Ok(RewriteOutcome { bytes: out?, stats })
 }
