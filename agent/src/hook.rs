@@ -27,9 +27,7 @@ use crate::jvmti::{self, jclass, jint, jmethodID, jobject, jthread, Capabilities
 use crate::options::Options;
 use crate::recorder::Recorder;
 use crate::registry::Registry;
-// The rewriter's entry point. Switch to `crate::rewrite::{...}` once agent/src/rewrite/ provides
-// `rewrite_class` (the contract in rewrite/mod.rs).
-use crate::rewrite::{rewrite_class, RewriteOutcome};
+use crate::rewrite::rewrite_class_with;
 use crate::runtime::{self, Counters};
 use crate::summary::{Stats, Summary};
 
@@ -243,6 +241,34 @@ pub struct HookState<'a> {
     pub hooked_early: &'a Mutex<Option<HashSet<String>>>,
 }
 
+/// Where the hook's rewritten class went.
+enum Output {
+    /// Into a fresh allocation (pointer, length).
+    Copied(*mut u8, usize),
+    /// Not yet allocated (an unnamed class, still to be filtered).
+    Held(Vec<u8>),
+    /// The allocation failed.
+    Failed,
+}
+
+/// Concatenates `parts` into one allocation from `allocate` (see [`HookState::on_class`]).
+fn copy_parts(parts: &[&[u8]], allocate: impl FnOnce(usize) -> *mut u8) -> Output {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let p = allocate(len);
+    if p.is_null() {
+        return Output::Failed;
+    }
+    let mut at = 0;
+    for part in parts {
+        // SAFETY: `allocate` returned a fresh allocation of `len` bytes (its contract), and the
+        // parts add up to `len`, so `at + part.len() <= len`; a fresh allocation does not overlap
+        // the rewriter's buffers.
+        unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len()) };
+        at += part.len();
+    }
+    Output::Copied(p, len)
+}
+
 impl HookState<'_> {
     /// Rewrites one class (the live hook); returns the new class bytes and their length.
     /// `allocate(n)` must return null or a fresh allocation of `n` writable bytes, which the
@@ -263,8 +289,19 @@ impl HookState<'_> {
             }
         }
         let mut registrar = self.registry.registrar();
+        let mut allocate = Some(allocate);
         let t0 = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| rewrite_class(bytes, &mut registrar)));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            rewrite_class_with(bytes, &mut registrar, |parts| match name {
+                // Straight into the JVM's buffer: one copy, no Vec.
+                Some(_) => match allocate.take() {
+                    Some(allocate) => copy_parts(parts, allocate),
+                    None => Output::Failed,
+                },
+                // Unnamed: the filter still has to see the name; allocate only if it is kept.
+                None => Output::Held(parts.concat()),
+            })
+        }));
         let ns = t0.elapsed().as_nanos() as u64;
         // Borrowed: most classes never need the name as a String.
         let label = name.unwrap_or("<unnamed>");
@@ -283,8 +320,9 @@ impl HookState<'_> {
                 diag!(Info, "{label} not rewritten: {e:?}");
                 stats.failed(label, format!("{e:?}"));
             }
-            Ok(Ok(RewriteOutcome { bytes: new, stats: cs })) => {
-                // Classes defined without a name are filtered only now that the name is known.
+            Ok(Ok((new, cs))) => {
+                // Classes defined without a name are filtered only now that the name is known
+                // (their bytes are still held, nothing was allocated).
                 if name.is_none() && !self.options.wants(&cs.class_name) {
                     stats.classes_excluded += 1;
                     return None;
@@ -300,18 +338,17 @@ impl HookState<'_> {
                     }
                     stats.skipped(&cs.class_name, method, format!("{reason:?}"));
                 }
+                let new = match (new, allocate.take()) {
+                    (Some(Output::Held(v)), Some(allocate)) => Some(copy_parts(&[&v], allocate)),
+                    (new, _) => new,
+                };
                 match new {
                     None => stats.classes_unchanged += 1,
-                    Some(new) => match allocate(new.len()) {
-                        p if !p.is_null() => {
-                            // SAFETY: `allocate` returns null or a fresh allocation of
-                            // `new.len()` bytes (its contract).
-                            unsafe { std::ptr::copy_nonoverlapping(new.as_ptr(), p, new.len()) };
-                            stats.classes_rewritten += 1;
-                            out = Some((p, new.len() as jint));
-                        }
-                        _ => stats.failed(&cs.class_name, "JvmtiAllocateFailed".to_string()),
-                    },
+                    Some(Output::Copied(p, len)) => {
+                        stats.classes_rewritten += 1;
+                        out = Some((p, len as jint));
+                    }
+                    Some(_) => stats.failed(&cs.class_name, "JvmtiAllocateFailed".to_string()),
                 }
             }
         }
