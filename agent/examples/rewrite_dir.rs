@@ -2,7 +2,13 @@
 //! `jimage extract --dir DIR $JAVA_HOME/lib/modules`) and prints a digest of all outputs and
 //! statistics plus the rewrite time per class.
 //!
-//! `cargo run --release -p lucce-agent --example rewrite_dir -- DIR [PASSES] [nodigest]`
+//! `cargo run --release -p lucce-agent --example rewrite_dir -- DIR [PASSES] [nodigest|hook]`
+//!
+//! `hook`: the timed passes go through the agent's load hook instead ([`HookState::on_class`]:
+//! class filter, registrar, rewrite, statistics, the copy into a fresh `malloc` buffer standing
+//! in for JVMTI Allocate, publishing into a fresh [`Registry`]), counting mode without a
+//! recorder. Not covered: the JNI/JVMTI call itself and the recorder's publish sink. A second
+//! digest covers what the hook left behind (class bytes, registry tables, statistics).
 //!
 //! The digest is for comparing two builds of the rewriter: equal digests mean byte-identical
 //! output classes and identical statistics (ids come from a counting registry, in call order, so
@@ -13,7 +19,14 @@ use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use lucce_agent::hook::HookState;
+use lucce_agent::options::Options;
+use lucce_agent::registry::Registry;
 use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
+use lucce_agent::summary::Stats;
 
 /// Counts ids and folds every registry call into a digest.
 struct Digest {
@@ -80,12 +93,28 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().expect("usage: rewrite_dir DIR [PASSES]"));
     let passes: usize = args.next().map_or(5, |s| s.parse().expect("PASSES"));
+    let mode = args.next();
     // For profiles: only the timed passes.
-    let digest = args.next().as_deref() != Some("nodigest");
+    let digest = mode.as_deref() != Some("nodigest");
+    let hook = mode.as_deref() == Some("hook");
     let mut files = Vec::new();
     collect(&dir, &mut files);
     files.sort();
     let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    // What the JVM passes as the name: the internal name (path below the module directory).
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&dir).unwrap().with_extension("");
+            let mut c = rel.components();
+            c.next();
+            c.as_path().to_string_lossy().into_owned()
+        })
+        .collect();
+    if hook {
+        hook_passes(&classes, &names, passes);
+        return;
+    }
 
     let mut reg = Digest { methods: 0, sites: 0, h: Fnv(0xcbf2_9ce4_8422_2325) };
     let mut out_bytes = 0u64;
@@ -131,4 +160,46 @@ fn main() {
             times[times.len() / 2]
         );
     }
+}
+
+/// The timed passes through the load hook, and a digest of what one pass left behind.
+fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize) {
+    let options = Options::parse("").unwrap();
+    let mut times = Vec::new();
+    for pass in 0..passes.max(1) {
+        let registry = Registry::new();
+        let stats = Mutex::new(Stats::default());
+        let hooked_early = Mutex::new(None::<HashSet<String>>);
+        let state = HookState { options: &options, registry: &registry, stats: &stats, recorder: None, hooked_early: &hooked_early };
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        let t = Instant::now();
+        for (c, n) in classes.iter().zip(names) {
+            // SAFETY: malloc returns null or `n` writable bytes, as `on_class` requires.
+            let out = state.on_class(Some(n), false, c, |n| unsafe { libc::malloc(n) }.cast());
+            if let Some((p, len)) = out {
+                if pass == 0 {
+                    // SAFETY: `on_class` filled `len` bytes at `p`.
+                    h.write(unsafe { std::slice::from_raw_parts(p, len as usize) });
+                }
+                // SAFETY: `p` came from malloc above and is not used after this.
+                unsafe { libc::free(p.cast()) };
+            }
+        }
+        times.push(t.elapsed().as_secs_f64() * 1e6 / classes.len() as f64);
+        if pass == 0 {
+            let t = registry.tables();
+            for m in t.methods.iter().flatten() {
+                h.write(format!("{}|{}|{}|{:?}|{}", m.class(), m.name(), m.descriptor(), m.source_file(), m.access_flags).as_bytes());
+            }
+            for s in t.sites.iter().flatten() {
+                h.write(format!("{s:?}").as_bytes());
+            }
+            let mut s = stats.lock().unwrap().clone();
+            (s.rewrite_ns_total, s.rewrite_ns_max, s.slowest_class) = (0, 0, String::new());
+            h.write(format!("{s:?}").as_bytes());
+            println!("hook digest {:016x}: {} methods, {} sites registered", h.finish(), t.methods.len(), t.sites.len());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    println!("hook us/class: best {:.2}, median {:.2} ({passes} passes)", times[0], times[times.len() / 2]);
 }

@@ -76,10 +76,10 @@ impl CountCheck {
             let t = registry.tables();
             for (id, m) in t.methods.iter().enumerate() {
                 let Some(m) = m else { continue };
-                if !opts.count_checked(&m.class) {
+                if !opts.count_checked(m.class()) {
                     continue;
                 }
-                let key = format!("{}.{}{}", m.class, m.name, m.descriptor);
+                let key = format!("{}.{}{}", m.class(), m.name(), m.descriptor());
                 both.entry(key.clone()).or_default().1 += counters.map_or(0, |c| c.method_entries(id as u32));
                 instrumented.insert(key);
             }

@@ -27,9 +27,7 @@ use crate::jvmti::{self, jclass, jint, jmethodID, jobject, jthread, Capabilities
 use crate::options::Options;
 use crate::recorder::Recorder;
 use crate::registry::Registry;
-// The rewriter's entry point. Switch to `crate::rewrite::{...}` once agent/src/rewrite/ provides
-// `rewrite_class` (the contract in rewrite/mod.rs).
-use crate::rewrite::{rewrite_class, RewriteOutcome};
+use crate::rewrite::rewrite_class_with;
 use crate::runtime::{self, Counters};
 use crate::summary::{Stats, Summary};
 
@@ -232,14 +230,56 @@ unsafe extern "C" fn class_file_load_hook(
     }
 }
 
-impl Agent {
-    /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
-    fn on_class(&self, name: Option<&str>, redefining: bool, bytes: &[u8]) -> Option<(*mut u8, jint)> {
-        if !self.live.load(Ordering::Acquire) {
-            self.stats().hook_calls += 1;
-            self.stats().deferred += 1;
-            return None;
-        }
+/// What the load hook works with once the agent is live, borrowed from the [`Agent`]: the hook's
+/// work without the JVM around it, so that examples/rewrite_dir.rs can time it on a directory of
+/// classes.
+pub struct HookState<'a> {
+    pub options: &'a Options,
+    pub registry: &'a Registry,
+    pub stats: &'a Mutex<Stats>,
+    pub recorder: Option<&'static Recorder>,
+    pub hooked_early: &'a Mutex<Option<HashSet<String>>>,
+}
+
+/// Where the hook's rewritten class went.
+enum Output {
+    /// Into a fresh allocation (pointer, length).
+    Copied(*mut u8, usize),
+    /// Not yet allocated (an unnamed class, still to be filtered).
+    Held(Vec<u8>),
+    /// The allocation failed.
+    Failed,
+}
+
+/// Concatenates `parts` into one allocation from `allocate` (see [`HookState::on_class`]).
+fn copy_parts(parts: &[&[u8]], allocate: impl FnOnce(usize) -> *mut u8) -> Output {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let p = allocate(len);
+    if p.is_null() {
+        return Output::Failed;
+    }
+    let mut at = 0;
+    for part in parts {
+        // SAFETY: `allocate` returned a fresh allocation of `len` bytes (its contract), and the
+        // parts add up to `len`, so `at + part.len() <= len`; a fresh allocation does not overlap
+        // the rewriter's buffers.
+        unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), p.add(at), part.len()) };
+        at += part.len();
+    }
+    Output::Copied(p, len)
+}
+
+impl HookState<'_> {
+    /// Rewrites one class (the live hook); returns the new class bytes and their length.
+    /// `allocate(n)` must return null or a fresh allocation of `n` writable bytes, which the
+    /// caller then owns (JVMTI Allocate in the agent).
+    pub fn on_class(
+        &self,
+        name: Option<&str>,
+        redefining: bool,
+        bytes: &[u8],
+        allocate: impl FnOnce(usize) -> *mut u8,
+    ) -> Option<(*mut u8, jint)> {
         if let Some(n) = name {
             if !self.options.wants(n) {
                 let mut s = self.stats();
@@ -249,8 +289,19 @@ impl Agent {
             }
         }
         let mut registrar = self.registry.registrar();
+        let mut allocate = Some(allocate);
         let t0 = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| rewrite_class(bytes, &mut registrar)));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            rewrite_class_with(bytes, &mut registrar, |parts| match name {
+                // Straight into the JVM's buffer: one copy, no Vec.
+                Some(_) => match allocate.take() {
+                    Some(allocate) => copy_parts(parts, allocate),
+                    None => Output::Failed,
+                },
+                // Unnamed: the filter still has to see the name; allocate only if it is kept.
+                None => Output::Held(parts.concat()),
+            })
+        }));
         let ns = t0.elapsed().as_nanos() as u64;
         // Borrowed: most classes never need the name as a String.
         let label = name.unwrap_or("<unnamed>");
@@ -269,8 +320,9 @@ impl Agent {
                 diag!(Info, "{label} not rewritten: {e:?}");
                 stats.failed(label, format!("{e:?}"));
             }
-            Ok(Ok(RewriteOutcome { bytes: new, stats: cs })) => {
-                // Classes defined without a name are filtered only now that the name is known.
+            Ok(Ok((new, cs))) => {
+                // Classes defined without a name are filtered only now that the name is known
+                // (their bytes are still held, nothing was allocated).
                 if name.is_none() && !self.options.wants(&cs.class_name) {
                     stats.classes_excluded += 1;
                     return None;
@@ -286,17 +338,17 @@ impl Agent {
                     }
                     stats.skipped(&cs.class_name, method, format!("{reason:?}"));
                 }
+                let new = match (new, allocate.take()) {
+                    (Some(Output::Held(v)), Some(allocate)) => Some(copy_parts(&[&v], allocate)),
+                    (new, _) => new,
+                };
                 match new {
                     None => stats.classes_unchanged += 1,
-                    Some(new) => match self.jvmti.allocate(new.len()) {
-                        Ok(p) if !p.is_null() => {
-                            // SAFETY: `p` is a fresh JVMTI allocation of `new.len()` bytes.
-                            unsafe { std::ptr::copy_nonoverlapping(new.as_ptr(), p, new.len()) };
-                            stats.classes_rewritten += 1;
-                            out = Some((p, new.len() as jint));
-                        }
-                        _ => stats.failed(&cs.class_name, "JvmtiAllocateFailed".to_string()),
-                    },
+                    Some(Output::Copied(p, len)) => {
+                        stats.classes_rewritten += 1;
+                        out = Some((p, len as jint));
+                    }
+                    Some(_) => stats.failed(&cs.class_name, "JvmtiAllocateFailed".to_string()),
                 }
             }
         }
@@ -310,6 +362,30 @@ impl Agent {
             }
         }
         out
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Agent {
+    /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
+    fn on_class(&self, name: Option<&str>, redefining: bool, bytes: &[u8]) -> Option<(*mut u8, jint)> {
+        if !self.live.load(Ordering::Acquire) {
+            let mut s = self.stats();
+            s.hook_calls += 1;
+            s.deferred += 1;
+            return None;
+        }
+        let hook = HookState {
+            options: &self.options,
+            registry: &self.registry,
+            stats: &self.stats,
+            recorder: self.recorder,
+            hooked_early: &self.hooked_early,
+        };
+        hook.on_class(name, redefining, bytes, |n| self.jvmti.allocate(n).unwrap_or(std::ptr::null_mut()))
     }
 
     fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {

@@ -135,22 +135,22 @@ impl Options {
 
     /// Whether the class with this internal (`a/b/C`) or dotted name is instrumented.
     pub fn wants(&self, class: &str) -> bool {
-        let dotted = dotted(class);
-        if ALWAYS_EXCLUDED.iter().any(|p| glob(p.as_bytes(), dotted.as_bytes())) {
+        // Matched in place, slashes read as dots (no dotted copy per class in the load hook).
+        let name = class.as_bytes();
+        if ALWAYS_EXCLUDED.iter().any(|p| glob(p.as_bytes(), name)) {
             return false;
         }
-        if self.out.is_none() && EXCLUDED_WHEN_COUNTING.iter().any(|p| glob(p.as_bytes(), dotted.as_bytes())) {
+        if self.out.is_none() && EXCLUDED_WHEN_COUNTING.iter().any(|p| glob(p.as_bytes(), name)) {
             return false;
         }
-        if !self.include.is_empty() && !self.include.iter().any(|p| p.matches_dotted(&dotted)) {
+        if !self.include.is_empty() && !self.include.iter().any(|p| glob(p.0.as_bytes(), name)) {
             return false;
         }
-        !self.exclude.iter().any(|p| p.matches_dotted(&dotted))
+        !self.exclude.iter().any(|p| glob(p.0.as_bytes(), name))
     }
 
     pub fn count_checked(&self, class: &str) -> bool {
-        let dotted = dotted(class);
-        self.count_check.iter().any(|p| p.matches_dotted(&dotted))
+        self.count_check.iter().any(|p| glob(p.0.as_bytes(), class.as_bytes()))
     }
 }
 
@@ -204,18 +204,16 @@ impl Pattern {
     fn parse_list(s: &str) -> Result<Vec<Pattern>, &'static str> {
         s.split([';', '|']).map(Pattern::parse).collect()
     }
-
-    fn matches_dotted(&self, name: &str) -> bool {
-        glob(self.0.as_bytes(), name.as_bytes())
-    }
 }
 
-/// Iterative glob with single-star backtracking: linear-ish and no recursion.
+/// Iterative glob with single-star backtracking: linear-ish and no recursion. A `/` in `s`
+/// matches like a `.` (patterns are dotted; names may be internal).
 fn glob(p: &[u8], s: &[u8]) -> bool {
     let (mut pi, mut si) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while si < s.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+        let c = if s[si] == b'/' { b'.' } else { s[si] };
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == c) {
             pi += 1;
             si += 1;
         } else if pi < p.len() && p[pi] == b'*' {
@@ -247,6 +245,10 @@ mod tests {
         assert!(glob(b"a.B", b"a.B"));
         assert!(!glob(b"a.B", b"a.B$X"));
         assert!(glob(b"*", b""));
+        // Internal names match dotted patterns.
+        assert!(glob(b"java.*", b"java/lang/String"));
+        assert!(glob(b"a?b", b"a/b"));
+        assert!(!glob(b"a.B", b"a/B$X"));
     }
 
     #[test]

@@ -345,10 +345,10 @@ impl Recorder {
     pub fn define(&self, methods: &[(u32, MethodRecord)], sites: &[(u32, SiteRecord)]) {
         for (id, m) in methods {
             let meta = MethodMeta {
-                class: dotted(&m.class),
-                name: m.name.to_string(),
-                descriptor: m.descriptor.to_string(),
-                source_file: m.source_file.as_deref().map(str::to_string),
+                class: dotted(m.class()),
+                name: m.name().to_string(),
+                descriptor: m.descriptor().to_string(),
+                source_file: m.source_file().map(str::to_string),
                 access_flags: m.access_flags,
             };
             if let Err(e) = self.encoder.define_method(MethodId(*id), &meta) {

@@ -5,6 +5,7 @@
 //! [`ClassRegistrar`] and publishes them under the table lock once, when the class is done. An id
 //! whose class has not been published yet (or whose rewrite failed) reads as a `None` slot.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -12,14 +13,53 @@ use serde::Serialize;
 
 use crate::rewrite::{MethodInfo, SiteInfo, SiteKind, SiteRegistry};
 
-#[derive(Debug, Clone)]
+/// A method with code. Its strings live in one text shared by the methods of its class (one
+/// allocation per class instead of several per method).
+#[derive(Clone)]
 pub struct MethodRecord {
-    /// Internal name, `java/lang/String`.
-    pub class: Arc<str>,
-    pub name: Box<str>,
-    pub descriptor: Box<str>,
-    pub source_file: Option<Arc<str>>,
+    text: Arc<str>,
+    /// Class name, source file, name and descriptor as byte ranges of `text`.
+    class: (u32, u32),
+    source: Option<(u32, u32)>,
+    name: (u32, u32),
+    descriptor: (u32, u32),
     pub access_flags: u16,
+}
+
+impl MethodRecord {
+    /// Internal name, `java/lang/String`.
+    pub fn class(&self) -> &str {
+        self.span(self.class)
+    }
+
+    pub fn name(&self) -> &str {
+        self.span(self.name)
+    }
+
+    pub fn descriptor(&self) -> &str {
+        self.span(self.descriptor)
+    }
+
+    pub fn source_file(&self) -> Option<&str> {
+        self.source.map(|s| self.span(s))
+    }
+
+    fn span(&self, (a, b): (u32, u32)) -> &str {
+        // The ranges were taken at char boundaries of this text (see `ClassRegistrar::text`).
+        self.text.get(a as usize..b as usize).unwrap_or("")
+    }
+}
+
+impl std::fmt::Debug for MethodRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MethodRecord")
+            .field("class", &self.class())
+            .field("name", &self.name())
+            .field("descriptor", &self.descriptor())
+            .field("source_file", &self.source_file())
+            .field("access_flags", &self.access_flags)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -80,7 +120,8 @@ impl Registry {
 
     /// A registrar for one class rewrite; call [`ClassRegistrar::publish`] when it succeeded.
     pub fn registrar(&self) -> ClassRegistrar<'_> {
-        ClassRegistrar { reg: self, methods: Vec::new(), sites: Vec::new(), class: None, source: None }
+        let bufs = REGISTRAR_BUFFERS.with(|c| c.take()).unwrap_or_default();
+        ClassRegistrar { reg: self, bufs }
     }
 
     pub fn tables(&self) -> MutexGuard<'_, Tables> {
@@ -103,29 +144,112 @@ impl Registry {
 
 pub struct ClassRegistrar<'a> {
     reg: &'a Registry,
+    bufs: Box<RegistrarBuffers>,
+}
+
+/// A method until its class is published: spans of the registrar's text.
+#[derive(Clone, Copy)]
+struct Pending {
+    /// Index into `sealed` (or `sealed.len()` for the open text).
+    text: u32,
+    class: (u32, u32),
+    source: Option<(u32, u32)>,
+    name: (u32, u32),
+    descriptor: (u32, u32),
+    access_flags: u16,
+}
+
+/// A registrar's lists, kept per thread between classes so that registering costs no
+/// allocations beyond the one text per class.
+#[derive(Default)]
+struct RegistrarBuffers {
+    pending: Vec<(u32, Pending)>,
     methods: Vec<(u32, MethodRecord)>,
     sites: Vec<(u32, SiteRecord)>,
-    // The last class name and source file seen, so that the methods of a class share one
-    // allocation of each.
-    class: Option<Arc<str>>,
-    source: Option<Arc<str>>,
+    /// The class's strings; a method's are appended unless they equal the previous class name
+    /// or source file.
+    text: String,
+    /// Texts already full (only for absurd classes: the spans are u32).
+    sealed: Vec<Arc<str>>,
+    class: Option<(u32, u32)>,
+    source: Option<(u32, u32)>,
+}
+
+/// Past this length the text is sealed before the next method; one method adds at most four
+/// 64K-byte constants (at most three bytes of text per byte), so the spans stay below 4 GiB.
+const SEAL_AT: usize = 1 << 31;
+
+thread_local! {
+    static REGISTRAR_BUFFERS: Cell<Option<Box<RegistrarBuffers>>> = const { Cell::new(None) };
+}
+
+impl RegistrarBuffers {
+    fn clear(&mut self) {
+        self.pending.clear();
+        self.methods.clear();
+        self.sites.clear();
+        self.text.clear();
+        self.sealed.clear();
+        self.class = None;
+        self.source = None;
+    }
+
+    /// The span of `s` in the open text: `last` if that already holds `s`, else `s` appended.
+    fn text(&mut self, s: &str, last: Option<(u32, u32)>) -> (u32, u32) {
+        if let Some((a, b)) = last {
+            if self.text.get(a as usize..b as usize) == Some(s) {
+                return (a, b);
+            }
+        }
+        let a = self.text.len();
+        self.text.push_str(s);
+        (a as u32, self.text.len() as u32)
+    }
 }
 
 impl ClassRegistrar<'_> {
     /// Makes the collected records visible in the tables (one lock per class).
-    pub fn publish(self) {
-        if self.methods.is_empty() && self.sites.is_empty() {
+    pub fn publish(mut self) {
+        let b = &mut *self.bufs;
+        if b.pending.is_empty() && b.sites.is_empty() {
             return;
         }
+        if !b.pending.is_empty() {
+            let open: Arc<str> = Arc::from(b.text.as_str());
+            for (id, p) in &b.pending {
+                let text = b.sealed.get(p.text as usize).unwrap_or(&open).clone();
+                let Pending { class, source, name, descriptor, access_flags, .. } = *p;
+                b.methods.push((*id, MethodRecord { text, class, source, name, descriptor, access_flags }));
+            }
+        }
         if let Some(sink) = self.reg.sink.get() {
-            sink(&self.methods, &self.sites);
+            sink(&b.methods, &b.sites);
         }
         let mut t = self.reg.tables();
-        for (id, m) in self.methods {
+        reserve_for(&mut t.methods, &b.methods);
+        for (id, m) in b.methods.drain(..) {
             put(&mut t.methods, id, m);
         }
-        for (id, s) in self.sites {
+        reserve_for(&mut t.sites, &b.sites);
+        for &(id, s) in &b.sites {
             put(&mut t.sites, id, s);
+        }
+    }
+}
+
+impl Drop for ClassRegistrar<'_> {
+    fn drop(&mut self) {
+        let mut bufs = std::mem::take(&mut self.bufs);
+        bufs.clear();
+        REGISTRAR_BUFFERS.with(|c| c.set(Some(bufs)));
+    }
+}
+
+/// Grows a table once for a class's ids (not once per id).
+fn reserve_for<T, U>(v: &mut Vec<Option<T>>, records: &[(u32, U)]) {
+    if let Some(max) = records.iter().map(|r| r.0 as usize).max() {
+        if v.len() <= max {
+            v.resize_with(max + 1, || None);
         }
     }
 }
@@ -141,32 +265,23 @@ fn put<T>(v: &mut Vec<Option<T>>, id: u32, x: T) {
 impl SiteRegistry for ClassRegistrar<'_> {
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
         let id = self.reg.next_method.fetch_add(1, Ordering::Relaxed);
-        let class = match &self.class {
-            Some(c) if **c == *m.class => c.clone(),
-            _ => {
-                let c: Arc<str> = Arc::from(m.class);
-                self.class = Some(c.clone());
-                c
-            }
-        };
-        let source = m.source_file.map(|s| match &self.source {
-            Some(c) if **c == *s => c.clone(),
-            _ => {
-                let c: Arc<str> = Arc::from(s);
-                self.source = Some(c.clone());
-                c
-            }
-        });
-        self.methods.push((
-            id,
-            MethodRecord {
-                class,
-                name: m.name.into(),
-                descriptor: m.descriptor.into(),
-                source_file: source,
-                access_flags: m.access_flags,
-            },
-        ));
+        let b = &mut *self.bufs;
+        if b.text.len() > SEAL_AT {
+            b.sealed.push(Arc::from(b.text.as_str()));
+            b.text.clear();
+            b.class = None;
+            b.source = None;
+        }
+        let class = b.text(m.class, b.class);
+        b.class = Some(class);
+        let source = m.source_file.map(|s| b.text(s, b.source));
+        if source.is_some() {
+            b.source = source;
+        }
+        let name = b.text(m.name, None);
+        let descriptor = b.text(m.descriptor, None);
+        let text = b.sealed.len() as u32;
+        b.pending.push((id, Pending { text, class, source, name, descriptor, access_flags: m.access_flags }));
         id
     }
 
@@ -176,7 +291,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
             SiteKind::Call => SiteKindTag::Call,
             SiteKind::Alloc => SiteKindTag::Alloc,
         };
-        self.sites.push((id, SiteRecord { method: method_id, kind, bci: site.bci, line: site.line, api: site.api }));
+        self.bufs.sites.push((id, SiteRecord { method: method_id, kind, bci: site.bci, line: site.line, api: site.api }));
         id
     }
 }
@@ -217,7 +332,9 @@ mod tests {
         assert!(t.methods.iter().all(Option::is_some));
         for s in t.sites.iter().flatten() {
             let m = t.methods[s.method as usize].as_ref().unwrap();
-            assert_eq!(&*m.descriptor, "()V");
+            assert_eq!(m.descriptor(), "()V");
+            assert_eq!(m.source_file(), Some("X.java"));
+            assert!(m.class().starts_with('C') && m.name().starts_with('m'));
         }
     }
 }

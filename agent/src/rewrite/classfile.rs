@@ -417,10 +417,12 @@ pub(crate) struct CpAppender {
 }
 
 impl CpAppender {
-    pub fn new(orig_count: u32) -> Self {
+    /// An appender writing into a reused buffer.
+    pub fn with_buffer(orig_count: u32, mut bytes: Vec<u8>) -> Self {
+        bytes.clear();
         CpAppender {
             next: orig_count,
-            bytes: Vec::new(),
+            bytes,
         }
     }
 
@@ -472,26 +474,22 @@ impl CpAppender {
 }
 
 /// Builds the output class: the original header and pool, the appended pool entries, `body`
-/// (the rewritten class from `cp_end` up to original offset `copied`), the rest of the original.
-pub(crate) fn assemble(
+/// (the rewritten class from `cp_end` up to original offset `copied`), the rest of the original;
+/// `output` gets these as parts to concatenate.
+pub(crate) fn assemble<O>(
     orig: &[u8],
     cp_end: usize,
     cp: &CpAppender,
     body: &[u8],
     copied: usize,
-) -> Option<Vec<u8>> {
+    output: impl FnOnce(&[&[u8]]) -> O,
+) -> Option<O> {
     if cp.count() > MAX_CP_COUNT {
         return None;
     }
     let rest = orig.get(copied..)?;
-    let mut out = Vec::with_capacity(cp_end + cp.bytes.len() + body.len() + rest.len());
-    out.extend_from_slice(orig.get(..8)?);
-    out.extend_from_slice(&(cp.count() as u16).to_be_bytes());
-    out.extend_from_slice(orig.get(10..cp_end)?);
-    out.extend_from_slice(&cp.bytes);
-    out.extend_from_slice(body);
-    out.extend_from_slice(rest);
-    Some(out)
+    let count = (cp.count() as u16).to_be_bytes();
+    Some(output(&[orig.get(..8)?, &count, orig.get(10..cp_end)?, &cp.bytes, body, rest]))
 }
 
 /// Whether a RuntimeVisibleAnnotations attribute holds `@Hidden` (`jdk.internal.vm.annotation`

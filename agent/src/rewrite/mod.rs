@@ -50,6 +50,8 @@ struct Buffers {
     method: method::Scratch<'static>,
     /// The class file from the end of the constant pool on, with the new Code attributes.
     body: Vec<u8>,
+    /// The appended constant-pool entries.
+    app: Vec<u8>,
 }
 
 thread_local! {
@@ -158,6 +160,19 @@ pub fn rewrite_class(
     class_bytes: &[u8],
     registry: &mut dyn SiteRegistry,
 ) -> Result<RewriteOutcome, RewriteError> {
+    let (bytes, stats) = rewrite_class_with(class_bytes, registry, |parts| parts.concat())?;
+    Ok(RewriteOutcome { bytes, stats })
+}
+
+/// [`rewrite_class`] that hands the rewritten class to `output` as consecutive parts (from the
+/// rewriter's buffers) instead of a new Vec, so that the load hook copies it once, straight into
+/// the memory it returns to the JVM. `output` is called only for a rewritten class; its result
+/// comes back in place of the bytes.
+pub fn rewrite_class_with<O>(
+    class_bytes: &[u8],
+    registry: &mut dyn SiteRegistry,
+    output: impl FnOnce(&[&[u8]]) -> O,
+) -> Result<(Option<O>, ClassStats), RewriteError> {
     let mut bufs = BUFFERS.with(|b| b.take()).unwrap_or_default();
     let cf = ClassFile::parse_with(class_bytes, std::mem::take(&mut bufs.pool))?;
     let ClassFile {
@@ -178,7 +193,7 @@ pub fn rewrite_class(
         ..ClassStats::default()
     };
     if class_name.starts_with(probes::EXCLUDED_PREFIX) {
-        return Ok(RewriteOutcome { bytes: None, stats });
+        return Ok((None, stats));
     }
     let source = source_file.and_then(|i| cp.utf8(i)).map(mutf8);
     let cx = method::ClassCtx {
@@ -189,7 +204,7 @@ pub fn rewrite_class(
         this_is_object: raw_name == b"java/lang/Object",
         source_file: source.as_deref(),
     };
-    let mut pool = PoolEdit::new(cp);
+    let mut pool = PoolEdit::new(cp, std::mem::take(&mut bufs.app));
     let Buffers {
         method: scratch,
         body,
@@ -245,14 +260,17 @@ pub fn rewrite_class(
         }
     }
     bufs.method = scratch.recycle();
-    let out = finish(bytes, cp_end, copied, &pool, rewritten_names, &mut stats, &bufs.body);
+    let out = finish(bytes, cp_end, copied, &pool, rewritten_names, &mut stats, &bufs.body, output);
     bufs.pool = pool.cp.into_buffers();
+    bufs.app = pool.app.bytes;
     BUFFERS.with(|b| b.set(Some(bufs)));
-    Ok(RewriteOutcome { bytes: out?, stats })
+    Ok((out?, stats))
 }
 
-/// The rewritten class (None when no method was rewritten or the pool overflowed).
-fn finish(
+/// The rewritten class passed through `output` (None when no method was rewritten or the pool
+/// overflowed).
+#[allow(clippy::too_many_arguments)]
+fn finish<O>(
     bytes: &[u8],
     cp_end: usize,
     copied: usize,
@@ -260,7 +278,8 @@ fn finish(
     rewritten_names: Vec<(u16, u16)>,
     stats: &mut ClassStats,
     body: &[u8],
-) -> Result<Option<Vec<u8>>, RewriteError> {
+    output: impl FnOnce(&[&[u8]]) -> O,
+) -> Result<Option<O>, RewriteError> {
     if rewritten_names.is_empty() {
         return Ok(None);
     }
@@ -277,7 +296,7 @@ fn finish(
         stats.unchanged_reason = Some(SkipReason::ConstantPoolFull);
         return Ok(None);
     }
-    let out = assemble(bytes, cp_end, &pool.app, body, copied)
+    let out = assemble(bytes, cp_end, &pool.app, body, copied, output)
         .ok_or(RewriteError::Malformed("assemble"))?;
     Ok(Some(out))
 }

@@ -18,8 +18,9 @@ pub(crate) struct PoolEdit<'a> {
 }
 
 impl<'a> PoolEdit<'a> {
-    pub fn new(cp: ConstPool<'a>) -> Self {
-        let app = CpAppender::new(cp.count());
+    /// `app_bytes`: a reused buffer for the appended entries (cleared here).
+    pub fn new(cp: ConstPool<'a>, app_bytes: Vec<u8>) -> Self {
+        let app = CpAppender::with_buffer(cp.count(), app_bytes);
         PoolEdit {
             cp,
             app,
