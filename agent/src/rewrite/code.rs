@@ -72,6 +72,13 @@ pub(crate) struct Insn {
     pub probe_len: u32,
 }
 
+impl Insn {
+    /// An instruction with no probe and no target (yet).
+    fn plain(off: u32, len: u32, op: u8) -> Insn {
+        Insn { off, len, op, kind: Kind::Plain, probe: Probe::None, wide: false, target: NONE, ntargets: 0, probe_len: 0 }
+    }
+}
+
 /// A decoded method body; buffers are reused across methods.
 #[derive(Default)]
 pub(crate) struct Decoded {
@@ -196,17 +203,7 @@ impl Decoded {
             self.index_of[off as usize] = last as u32;
         } else {
             self.index_of[off as usize] = self.insns.len() as u32;
-            self.insns.push(Insn {
-                off,
-                len,
-                op,
-                kind: Kind::Plain,
-                probe: Probe::None,
-                wide: false,
-                target: NONE,
-                ntargets: 0,
-                probe_len: 0,
-            });
+            self.insns.push(Insn::plain(off, len, op));
             *run = true;
         }
     }
@@ -256,17 +253,7 @@ impl Decoded {
                 continue;
             }
             let fl = fixed_len(op).ok_or(SkipReason::MalformedCode("unknown opcode"))?;
-            let mut ins = Insn {
-                off,
-                len: fl,
-                op,
-                kind: Kind::Plain,
-                probe: Probe::None,
-                wide: false,
-                target: NONE,
-                ntargets: 0,
-                probe_len: 0,
-            };
+            let mut ins = Insn::plain(off, fl, op);
             match op {
                 0x99..=0xA8 | 0xC6 | 0xC7 => {
                     let d = super::classfile::be_u16(code, off as usize + 1)
