@@ -132,5 +132,8 @@ proptest! {
                 }
             }
         }
+        if seed % 2 == 0 && events.len() >= 20 {
+            prop_assert!(store.backend().reopens() > 0, "the reopening cases must reopen");
+        }
     }
 }

@@ -25,7 +25,7 @@ use crate::count_check::CountCheck;
 use crate::diag;
 use crate::jvmti::{self, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
 use crate::options::Options;
-use crate::recorder::Recorder;
+use crate::recorder::{lock, Recorder};
 use crate::registry::Registry;
 use crate::rewrite::rewrite_class_with;
 use crate::runtime::{self, Counters};
@@ -282,7 +282,7 @@ impl HookState<'_> {
     ) -> Option<(*mut u8, jint)> {
         if let Some(n) = name {
             if !self.options.wants(n) {
-                let mut s = self.stats();
+                let mut s = lock(self.stats);
                 s.hook_calls += 1;
                 s.classes_excluded += 1;
                 return None;
@@ -306,7 +306,7 @@ impl HookState<'_> {
         // Borrowed: most classes never need the name as a String.
         let label = name.unwrap_or("<unnamed>");
         let mut out = None;
-        let mut stats = self.stats();
+        let mut stats = lock(self.stats);
         stats.hook_calls += 1;
         match result {
             Err(p) => {
@@ -356,16 +356,12 @@ impl HookState<'_> {
         if out.is_some() {
             registrar.publish();
             if !redefining {
-                if let Some(set) = self.hooked_early.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                if let Some(set) = lock(self.hooked_early).as_mut() {
                     set.insert(label.to_string());
                 }
             }
         }
         out
-    }
-
-    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
-        self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -373,7 +369,7 @@ impl Agent {
     /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
     fn on_class(&self, name: Option<&str>, redefining: bool, bytes: &[u8]) -> Option<(*mut u8, jint)> {
         if !self.live.load(Ordering::Acquire) {
-            let mut s = self.stats();
+            let mut s = lock(&self.stats);
             s.hook_calls += 1;
             s.deferred += 1;
             return None;
@@ -388,9 +384,6 @@ impl Agent {
         hook.on_class(name, redefining, bytes, |n| self.jvmti.allocate(n).unwrap_or(std::ptr::null_mut()))
     }
 
-    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
-        self.stats.lock().unwrap_or_else(|e| e.into_inner())
-    }
 
     /// VMInit: runtime class, hook on, one batch retransformation of what was loaded before.
     fn on_vm_init(&self, jni: Jni) {
@@ -420,7 +413,7 @@ impl Agent {
         }
         self.live.store(true, Ordering::Release);
         if !self.options.retransform {
-            *self.hooked_early.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *lock(&self.hooked_early) = None;
             return;
         }
         let t0 = Instant::now();
@@ -431,7 +424,7 @@ impl Agent {
                 return;
             }
         };
-        let hooked = self.hooked_early.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default();
+        let hooked = lock(&self.hooked_early).take().unwrap_or_default();
         let mut batch: Vec<(jclass, String)> = Vec::new();
         for &c in &classes {
             if !self.jvmti.is_modifiable_class(c).unwrap_or(false) {
@@ -469,7 +462,7 @@ impl Agent {
         for &c in &classes {
             jni.delete_local_ref(c);
         }
-        let mut s = self.stats();
+        let mut s = lock(&self.stats);
         s.retransform.candidates = refs.len() as u64;
         s.retransform.retransformed = ok;
         s.retransform.failed = failed;
@@ -510,7 +503,7 @@ impl Agent {
                 report
             );
         }
-        let stats = self.stats().clone();
+        let stats = lock(&self.stats).clone();
         let summary = Summary::build(&self.options_text, stats, &self.registry, Some(self.counters), check);
         summary.emit(&self.options.summary, self.options.json.as_deref());
     }

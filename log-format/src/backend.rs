@@ -53,10 +53,10 @@ pub trait Backend: Send + Sync {
 /// some kinds of damaged files, which this wrapper turns into errors.
 ///
 /// sled keeps every page a scan reads in memory for as long as the database is open, whatever
-/// its cache capacity (it charges a page the compressed size it has on disk, and event blocks
-/// compress 50-fold): scanning the 500M events of a Batik `sample=1` store took 22 GB. So once
-/// scans have read [`REOPEN_AFTER_BYTES`], the next scan to start closes the database and opens
-/// it again, which lets all of it go: `lucce cct` on that store peaks at 1.0 GB, not 18.6 GB.
+/// its cache capacity (it charges a page the compressed size it has on disk, far below its size
+/// in memory). So once scans have read [`REOPEN_AFTER_BYTES`], the next scan to start
+/// closes the database and opens it again, which lets all of it go: `lucce cct` on the 500M
+/// events of a Batik `sample=1` store peaks at 1.0 GB, not 18.6 GB.
 pub struct SledBackend {
     handle: Mutex<Result<Arc<Handle>, String>>,
     /// Signalled when a scan ends (its handle is released).
@@ -148,6 +148,22 @@ impl SledBackend {
         lock(&self.handle).as_ref().map(Arc::clone).map_err(|e| StoreError::Backend(e.clone()))
     }
 
+    /// Lets go of an opening taken with [`SledBackend::handle`] and wakes a scan waiting to
+    /// reopen the database (under the lock, so that it cannot miss the signal).
+    fn release(&self, handle: Arc<Handle>) {
+        let _current = lock(&self.handle);
+        drop(handle);
+        self.released.notify_all();
+    }
+
+    /// Runs one sled operation on the current opening.
+    fn with_handle<T>(&self, what: &str, f: impl FnOnce(&Handle) -> Result<T, sled::Error>) -> Result<T, StoreError> {
+        let h = self.handle()?;
+        let r = guarded(what, || f(&h));
+        self.release(h);
+        r
+    }
+
     /// Waits until sled has released its lock on the files of a dropped database (its I/O
     /// threads let go of it a moment after the last handle is dropped).
     fn wait_for_unlock(&self) {
@@ -220,8 +236,7 @@ impl SledBackend {
 
     /// Bytes the database occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        let h = self.handle()?;
-        guarded("measuring the database", || h.db.size_on_disk())
+        self.with_handle("measuring the database", |h| h.db.size_on_disk())
     }
 }
 
@@ -267,23 +282,20 @@ impl Iterator for SharedScan<'_> {
 impl Drop for SharedScan<'_> {
     fn drop(&mut self) {
         if let Ok((_, handle)) = &mut self.state {
-            // Under the lock, so that a scan waiting to reopen cannot miss the signal.
-            let _current = lock(&self.backend.handle);
-            handle.take();
-            self.backend.released.notify_all();
+            if let Some(h) = handle.take() {
+                self.backend.release(h);
+            }
         }
     }
 }
 
 impl Backend for SledBackend {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let h = self.handle()?;
-        guarded("reading", || h.tree(tree).get(key)).map(|v| v.map(|v| v.to_vec()))
+        self.with_handle("reading", |h| h.tree(tree).get(key)).map(|v| v.map(|v| v.to_vec()))
     }
 
     fn put(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        let h = self.handle()?;
-        guarded("writing", || h.tree(tree).insert(key, value)).map(|_| ())
+        self.with_handle("writing", |h| h.tree(tree).insert(key, value)).map(|_| ())
     }
 
     fn scan_from<'a>(&'a self, tree: Tree, from: &[u8]) -> Box<dyn Iterator<Item = Result<KeyValue, StoreError>> + 'a> {
@@ -291,14 +303,12 @@ impl Backend for SledBackend {
     }
 
     fn floor(&self, tree: Tree, key: &[u8]) -> Result<Option<KeyValue>, StoreError> {
-        let h = self.handle()?;
-        guarded("reading", || h.tree(tree).range(..=key.to_vec()).next_back().transpose())
+        self.with_handle("reading", |h| h.tree(tree).range(..=key.to_vec()).next_back().transpose())
             .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 
     fn flush(&self) -> Result<(), StoreError> {
-        let h = self.handle()?;
-        guarded("flushing", || h.db.flush()).map(|_| ())
+        self.with_handle("flushing", |h| h.db.flush()).map(|_| ())
     }
 }
 
