@@ -33,7 +33,10 @@ fn main() {
     std::fs::create_dir_all(&classes).expect("create OUT_DIR/java-classes");
     let javac = javac();
     let result = Command::new(&javac)
-        .args(["--release", "11", "-nowarn", "-XDsuppressNotes", "-g:none", "-d"])
+        // Not --release, which forbids --add-exports: Runtime uses @DontInline, which HotSpot
+        // honours in classes of the boot loader, where the agent defines it.
+        .args(["-source", "11", "-target", "11", "-Xlint:-options", "-nowarn", "-XDsuppressNotes", "-g:none"])
+        .args(["--add-exports", "java.base/jdk.internal.vm.annotation=ALL-UNNAMED", "-d"])
         .arg(&classes)
         .args(sources)
         .output();

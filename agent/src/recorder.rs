@@ -1,9 +1,10 @@
 //! Record mode (`out=DIR`): the encoder and the store inside the JVM.
 //!
-//! The probes of `lucce/Runtime` call the natives below: `call0` before an invoke leaves the
-//! caller's ⟨site, c, v⟩ in the thread's *pending* record; `enter0` at the callee's first
-//! instruction takes it and runs Algorithm 1 (the encoder's lock-free cache answers in steady
-//! state); `version0` hands back the version of that result.
+//! The probes of `lucce/Runtime` (agent/java/lucce/Runtime.java): `call` before an invoke leaves
+//! the caller's ⟨site, c, v⟩ in the thread's *pending* record (its slot); `enter` at the callee's
+//! first instruction takes it and answers from the encoder's lock-free memo in steady state, and
+//! calls the native `enter0` below, which runs Algorithm 1, otherwise; `version` hands back the
+//! version of that result.
 //!
 //! # Which frame called me: the pending record and the stack walk
 //! The pending record is trusted without a look at the stack only for a ⟨site, callee⟩ pair the
@@ -191,6 +192,9 @@ impl Slot {
 }
 
 const SLOT_BYTES: usize = 64;
+// Runtime.pend writes `site` and `valid` with one 8-byte store, low half first in memory.
+#[cfg(target_endian = "big")]
+compile_error!("the probes' slot layout assumes a little-endian target");
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
 /// Home slots (a thread's is `tid & (HOME_SLOTS - 1)`); a thread whose home slot is taken gets a
 /// private one and asks the agent for it on every probe (one JNI call).

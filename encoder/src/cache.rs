@@ -91,16 +91,17 @@ impl SiteCache {
     }
 
     #[inline]
-    fn slot(&self, site: u32, callee: u32, v_in: u64) -> &Slot {
-        let i = bucket_index(site, callee, v_in, self.capacity);
+    fn slot(&self, site: u32, callee: u32, hash_in: u64) -> &Slot {
+        let i = bucket_index(site, callee, hash_in, self.capacity);
         // SAFETY: i is masked into the allocation, which lives as long as `self`.
         unsafe { &*self.slots.add(i) }
     }
 
-    /// The memoized ⟨add, v_out⟩ for entering `callee` through `site` with caller version `v_in`.
+    /// The ⟨third, fourth⟩ fields of the way of `key` whose second field is `second` (and whose
+    /// third is `third`, when given), in the bucket of `hash_in`; None while a writer is inside.
     #[inline]
-    pub fn lookup(&self, site: u32, callee: u32, v_in: u64) -> Option<(u64, u64)> {
-        let slot = self.slot(site, callee, v_in);
+    fn find(&self, site: u32, callee: u32, hash_in: u64, second: u64, third: Option<u64>) -> Option<(u64, u64)> {
+        let slot = self.slot(site, callee, hash_in);
         let s1 = slot.seq.load(Ordering::Acquire);
         if s1 & 1 != 0 {
             return None;
@@ -108,9 +109,12 @@ impl SiteCache {
         let key = way_key(site, callee);
         let mut hit = None;
         for w in &slot.ways {
-            if w.key.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == v_in {
-                hit = Some((w.add.load(Ordering::Relaxed), w.v_out.load(Ordering::Relaxed)));
-                break;
+            if w.key.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == second {
+                let add = w.add.load(Ordering::Relaxed);
+                if third.map_or(true, |t| t == add) {
+                    hit = Some((add, w.v_out.load(Ordering::Relaxed)));
+                    break;
+                }
             }
         }
         fence(Ordering::Acquire);
@@ -120,25 +124,54 @@ impl SiteCache {
         hit
     }
 
-    /// Records a result. Must be called by one writer at a time (the encoder holds its lock).
-    pub(crate) fn store(&self, site: u32, callee: u32, v_in: u64, add: u64, v_out: u64) {
-        let slot = self.slot(site, callee, v_in);
+    /// Writes a way (the one with the same `key`, `second` and `third`, else the ways in turn).
+    /// Must be called by one writer at a time (the encoder holds its lock).
+    fn put(&self, site: u32, callee: u32, hash_in: u64, second: u64, third: u64, fourth: u64, match_third: bool) {
+        let slot = self.slot(site, callee, hash_in);
         let key = way_key(site, callee);
         let s = slot.seq.load(Ordering::Relaxed);
-        // Overwrite the same key if present, else the ways in turn (the sequence counts stores).
         let way = slot
             .ways
             .iter()
-            .position(|w| w.key.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == v_in)
+            .position(|w| {
+                w.key.load(Ordering::Relaxed) == key
+                    && w.v_in.load(Ordering::Relaxed) == second
+                    && (!match_third || w.add.load(Ordering::Relaxed) == third)
+            })
             .unwrap_or(((s >> 1) as usize) % WAYS);
         slot.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         let w = &slot.ways[way];
         w.key.store(key, Ordering::Relaxed);
-        w.v_in.store(v_in, Ordering::Relaxed);
-        w.add.store(add, Ordering::Relaxed);
-        w.v_out.store(v_out, Ordering::Relaxed);
+        w.v_in.store(second, Ordering::Relaxed);
+        w.add.store(third, Ordering::Relaxed);
+        w.v_out.store(fourth, Ordering::Relaxed);
         slot.seq.store(s.wrapping_add(2), Ordering::Release);
+    }
+
+    /// The memoized ⟨add, v_out⟩ for entering `callee` through `site` with caller version `v_in`.
+    #[inline]
+    pub fn lookup(&self, site: u32, callee: u32, v_in: u64) -> Option<(u64, u64)> {
+        self.find(site, callee, v_in, v_in, None)
+    }
+
+    /// Records a result. Must be called by one writer at a time (the encoder holds its lock).
+    pub(crate) fn store(&self, site: u32, callee: u32, v_in: u64, add: u64, v_out: u64) {
+        self.put(site, callee, v_in, v_in, add, v_out, false)
+    }
+
+    /// The anchor table's use of the layout: the anchored version of ⟨site, callee⟩ entered from
+    /// caller context ⟨c, v⟩, in way `{key, c, v, anchored}` of bucket `bucket_index(site,
+    /// callee, c ^ v)`. All of ⟨c, v⟩ is in the hash: the anchored callers of a recursion all
+    /// have c = 0 and differ only in v.
+    #[inline]
+    pub fn lookup_anchor(&self, site: u32, callee: u32, c: u64, v: u64) -> Option<u64> {
+        self.find(site, callee, c ^ v, c, Some(v)).map(|(_, anchored)| anchored)
+    }
+
+    /// Records an anchor (one writer at a time, as [`SiteCache::store`]).
+    pub(crate) fn store_anchor(&self, site: u32, callee: u32, c: u64, v: u64, anchored: u64) {
+        self.put(site, callee, c ^ v, c, v, anchored, true)
     }
 }
 
@@ -176,5 +209,20 @@ mod tests {
                 assert_eq!(hit, (k as u64 * 2, k as u64 * 3));
             }
         }
+    }
+
+    #[test]
+    fn anchors_of_one_site_with_equal_c_coexist() {
+        // A recursion's anchored callers all have c = 0: each ⟨c, v⟩ must keep its own answer.
+        let c = SiteCache::new(1 << 10);
+        for v in 1..=8u64 {
+            c.store_anchor(5, 5, 0, v | 1 << 63, 100 + v);
+        }
+        let kept = (1..=8u64).filter(|&v| c.lookup_anchor(5, 5, 0, v | 1 << 63) == Some(100 + v)).count();
+        assert!(kept >= 7, "only {kept} of 8 anchors kept");
+        assert_eq!(c.lookup_anchor(5, 5, 0, 9 | 1 << 63), None);
+        assert_eq!(c.lookup_anchor(5, 5, 1, 1 | 1 << 63), None, "c is part of the key");
+        c.store_anchor(5, 5, 0, 1 | 1 << 63, 200);
+        assert_eq!(c.lookup_anchor(5, 5, 0, 1 | 1 << 63), Some(200), "same key overwrites");
     }
 }

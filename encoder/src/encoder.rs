@@ -283,10 +283,7 @@ impl<S: GraphSink> Encoder<S> {
         match caller.c.checked_add(add) {
             Some(c) if c < self.limit => Some(Context { c, v }),
             // Past the limit: the anchor this exact caller context got before, if any.
-            _ => match self.anchor_cache.lookup(site.0, callee.0, caller.c)? {
-                (v_caller, anchored) if v_caller == caller.v => Some(Context { c: 0, v: anchored }),
-                _ => None,
-            },
+            _ => self.anchor_cache.lookup_anchor(site.0, callee.0, caller.c, caller.v).map(|v| Context { c: 0, v }),
         }
     }
 
@@ -356,7 +353,7 @@ impl<S: GraphSink> Encoder<S> {
             Some(c) if c < self.limit => Ok(Some(Context { c, v: v_out })),
             _ => {
                 let ctx = st.anchor(&self.sink, site, callee, caller);
-                self.anchor_cache.store(site.0, callee.0, caller.c, caller.v, ctx.v);
+                self.anchor_cache.store_anchor(site.0, callee.0, caller.c, caller.v, ctx.v);
                 Ok(Some(ctx))
             }
         }
@@ -617,5 +614,10 @@ mod tests {
         assert_eq!(enc.lock().nodes[f.0 as usize].numcc, 1, "recursion does not grow numCC");
         run(500);
         assert_eq!(enc.stats().version, after_first.version, "a repeated recursion logs nothing");
+        // Every anchored caller of the recursion has c = 0: the anchor table must tell them
+        // apart by version, or each entry takes the lock again.
+        let locked = enc.stats().slow_entries;
+        run(500);
+        assert_eq!(enc.stats().slow_entries, locked, "a repeated recursion is answered lock-free");
     }
 }
