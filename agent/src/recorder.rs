@@ -14,20 +14,24 @@
 //! callbacks, reflection through native accessors), and thread starts. The walk goes down from
 //! the callee past frames lucce cannot see (native methods, hidden classes, excluded or
 //! unrewritable methods) to the first instrumented frame F, reads F's context from its two probe
-//! locals (GetLocalLong) and F's current bytecode index. If F is at an invoke and the pending
-//! record is F's own (same method, same context), the edge uses the pending site; otherwise the
-//! edge uses a *location site* for F's current instruction, whose line is the line HotSpot
-//! prints for it. A walk that meets an obsolete method (a frame entered before its class was
-//! rewritten) stops there: the context starts at the truncated root. A walk that runs out of
+//! locals (GetLocalLong) and F's current bytecode index. If no native method lies between the
+//! callee and F, F is at an invoke and the pending record is F's own, the edge uses the pending site;
+//! otherwise the edge uses a *location site* for F's current instruction, whose line is the line
+//! HotSpot prints for it. A walk that meets an obsolete method (a frame entered before its class
+//! was rewritten) stops there: the context starts at the truncated root. A walk that runs out of
 //! frames: the thread root.
 //!
 //! So a stale pending record (its call went to a native method and returned, or threw) never
-//! attaches an upcall to a returned frame: the pair ⟨stale site, upcall target⟩ is not known, so
-//! the walk decides, and the walk only looks at live frames. The one way a stale record could be
-//! trusted is a pair that is also a real direct call (a virtual call site that dispatches both to
-//! a native override and to an instrumented method of the same name and descriptor, followed,
-//! before the caller's next probe, by an upcall of that same method); the upcalls the JVM makes
-//! from bytecode (`<clinit>`, `loadClass`, exception constructors) cannot be such targets.
+//! attaches an upcall to a returned frame: a pair ⟨call site, callee⟩ is never admitted through
+//! a native method, so ⟨stale site, upcall target⟩ is not known, the walk decides, and the walk only
+//! looks at live frames. (An upcall from inside a native method is admitted with a location
+//! site: admitted with the call site, the same upcall made later from another native, after that
+//! call site's record went stale, was trusted — a wrong trace on jython.) The one way a stale
+//! record could still be trusted is a pair that is also a real direct call (a virtual call site
+//! that dispatches both to a native override and to an instrumented method of the same name and
+//! descriptor, followed, before the caller's next probe, by an upcall of that same method); the
+//! upcalls the JVM makes from bytecode (`<clinit>`, `loadClass`, exception constructors) cannot
+//! be such targets.
 //!
 //! # Events
 //! `Lucce.mark`, `Lucce.context` and samples (`sample=N`) go into per-thread buffers that a
@@ -68,7 +72,9 @@ enum FrameKind {
     Instrumented { id: u32, ctx_slot: jint },
     /// lucce's own classes (the probe and API natives on top of the stack).
     Lucce,
-    /// Native methods, hidden classes, excluded or unrewritable methods: invisible to lucce.
+    /// Native methods: invisible to lucce, and where the JVM's own upcalls start.
+    Native,
+    /// Hidden classes, excluded or unrewritable methods: invisible to lucce.
     Invisible,
     /// A method replaced by the rewrite while this frame was running: nothing below is known.
     Obsolete,
@@ -475,6 +481,7 @@ impl Recorder {
             // Whether a frame was passed over between the callee and its caller (a native
             // method, a hidden frame, …): then the pending record may be another frame's.
             let mut skipped = false;
+            let mut native = false;
             loop {
                 if self.jvmti.current_stack(start as jint, WALK_CHUNK, &mut stack).is_err() {
                     return Caller::Truncated;
@@ -493,10 +500,11 @@ impl Recorder {
                     }
                     match kind {
                         FrameKind::Instrumented { id, ctx_slot } => {
-                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, !skipped)
+                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, !skipped, native)
                         }
                         FrameKind::Obsolete => return Caller::Truncated,
                         FrameKind::Invisible => skipped = true,
+                        FrameKind::Native => (skipped, native) = (true, true),
                         FrameKind::Lucce => {}
                     }
                 }
@@ -519,7 +527,8 @@ impl Recorder {
     /// of the same method and then fail to enter anything. So the locals need not be read: reading
     /// them (GetLocalLong) makes HotSpot recompute the whole method's oop map several times per
     /// call for an interpreted frame, which was 40% of the CPU time of a FOP run.
-    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, direct: bool) -> Caller {
+    #[allow(clippy::too_many_arguments)]
+    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, direct: bool, native: bool) -> Caller {
         // The pending record of this frame's current invoke, if the record can be that.
         let own = pending.filter(|&(site, _)| self.at_invoke(f.method, f.location) && crate::hook::site_method(site) == Some(id));
         if let Some((site, pc)) = own.filter(|_| direct) {
@@ -539,7 +548,14 @@ impl Recorder {
             return Caller::Truncated;
         };
         let ctx = Context { c: c as u64, v: v as u64 };
-        if let Some((site, pc)) = own {
+        // Through a native method, not the pending site even when the record is this frame's:
+        // an edge from the call site would let a later stale record of that site be trusted for
+        // the same upcall made from another native (jython: `Modules.transformedByAgent`,
+        // upcalled inside both `findBootstrapClass` and `defineClass0`). A location site has the
+        // same line, and no probe ever names it. (Through hidden frames only — lambdas, method
+        // handles — the call site is kept: those calls are common and their pairs stay
+        // lock-free.)
+        if let Some((site, pc)) = own.filter(|_| !native) {
             if pc == ctx {
                 return Caller::Frame { site, ctx };
             }
@@ -582,7 +598,7 @@ impl Recorder {
             return FrameKind::Lucce;
         }
         if j.is_method_native(m).unwrap_or(false) {
-            return FrameKind::Invisible;
+            return FrameKind::Native;
         }
         if j.is_method_obsolete(m).unwrap_or(true) {
             return FrameKind::Obsolete;
