@@ -16,11 +16,15 @@
 //! passes over all classes (the files are read into memory first).
 
 use std::hash::Hasher;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+
+// The integration tests' helpers (class-file collection).
+#[path = "../tests/rewrite_common/mod.rs"]
+mod rewrite_common;
 
 use lucce_agent::hook::HookState;
 use lucce_agent::options::Options;
@@ -77,18 +81,6 @@ impl Hasher for Fnv {
     }
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            collect(&p, out);
-        } else if p.extension().is_some_and(|x| x == "class") {
-            out.push(p);
-        }
-    }
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().expect("usage: rewrite_dir DIR [PASSES]"));
@@ -97,8 +89,12 @@ fn main() {
     // For profiles: only the timed passes.
     let digest = mode.as_deref() != Some("nodigest");
     let hook = mode.as_deref() == Some("hook");
+    if !dir.is_dir() {
+        eprintln!("rewrite_dir: {} is not a directory", dir.display());
+        std::process::exit(2);
+    }
     let mut files = Vec::new();
-    collect(&dir, &mut files);
+    rewrite_common::class_files(&dir, &mut files);
     files.sort();
     let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
     // What the JVM passes as the name: the internal name (path below the module directory).

@@ -65,6 +65,16 @@ const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// of the call grows with the frames asked for).
 const WALK_CHUNK: usize = 16;
 
+/// What a walk passed over between a callee and its caller frame, the worst kind kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Between {
+    Nothing,
+    /// Only frames of hidden classes, excluded or unrewritten methods.
+    Hidden,
+    /// A native method.
+    Native,
+}
+
 /// What a stack frame's method is to the walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FrameKind {
@@ -478,10 +488,9 @@ impl Recorder {
             let mut stack = t.stack.borrow_mut();
             let mut start = 0;
             let mut callee_done = callee.is_none();
-            // Whether a frame was passed over between the callee and its caller (a native
-            // method, a hidden frame, …): then the pending record may be another frame's.
-            let mut skipped = false;
-            let mut native = false;
+            // What was passed over between the callee and its caller: with anything, the pending
+            // record may be another frame's.
+            let mut between = Between::Nothing;
             loop {
                 if self.jvmti.current_stack(start as jint, WALK_CHUNK, &mut stack).is_err() {
                     return Caller::Truncated;
@@ -500,11 +509,11 @@ impl Recorder {
                     }
                     match kind {
                         FrameKind::Instrumented { id, ctx_slot } => {
-                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, !skipped, native)
+                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between)
                         }
                         FrameKind::Obsolete => return Caller::Truncated,
-                        FrameKind::Invisible => skipped = true,
-                        FrameKind::Native => (skipped, native) = (true, true),
+                        FrameKind::Invisible => between = between.max(Between::Hidden),
+                        FrameKind::Native => between = Between::Native,
                         FrameKind::Lucce => {}
                     }
                 }
@@ -527,8 +536,8 @@ impl Recorder {
     /// of the same method and then fail to enter anything. So the locals need not be read: reading
     /// them (GetLocalLong) makes HotSpot recompute the whole method's oop map several times per
     /// call for an interpreted frame, which was 40% of the CPU time of a FOP run.
-    #[allow(clippy::too_many_arguments)]
-    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, direct: bool, native: bool) -> Caller {
+    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, between: Between) -> Caller {
+        let direct = between == Between::Nothing;
         // The pending record of this frame's current invoke, if the record can be that.
         let own = pending.filter(|&(site, _)| self.at_invoke(f.method, f.location) && crate::hook::site_method(site) == Some(id));
         if let Some((site, pc)) = own.filter(|_| direct) {
@@ -555,7 +564,7 @@ impl Recorder {
         // same line, and no probe ever names it. (Through hidden frames only — lambdas, method
         // handles — the call site is kept: those calls are common and their pairs stay
         // lock-free.)
-        if let Some((site, pc)) = own.filter(|_| !native) {
+        if let Some((site, pc)) = own.filter(|_| between != Between::Native) {
             if pc == ctx {
                 return Caller::Frame { site, ctx };
             }

@@ -3,9 +3,11 @@
 //! run is `#[ignore]`d (run it with `--ignored`, in release mode for the throughput number).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod rewrite_common;
 
 use lucce_agent::rewrite::check::check_class;
 use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
@@ -31,31 +33,9 @@ fn java_home() -> Option<PathBuf> {
     if let Ok(h) = std::env::var("JAVA_HOME") {
         return Some(PathBuf::from(h));
     }
-    let javac = which("javac")?;
+    let javac = rewrite_common::tool("javac")?;
     let real = std::fs::canonicalize(javac).ok()?;
     Some(real.parent()?.parent()?.to_path_buf())
-}
-
-fn which(cmd: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(cmd))
-        .find(|p| p.is_file())
-}
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            collect(&p, out);
-        } else if p.extension().is_some_and(|x| x == "class") {
-            out.push(p);
-        }
-    }
 }
 
 fn run(every: usize) {
@@ -80,7 +60,7 @@ fn run(every: usize) {
         .unwrap();
     assert!(st.success());
     let mut files = Vec::new();
-    collect(dir.path(), &mut files);
+    rewrite_common::class_files(dir.path(), &mut files);
     files.sort();
     let files: Vec<_> = files.into_iter().step_by(every).collect();
     let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();

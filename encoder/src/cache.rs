@@ -45,6 +45,17 @@ pub fn bucket_index(site: u32, callee: u32, v_in: u64, buckets: usize) -> usize 
     (h >> 32) as usize & (buckets - 1)
 }
 
+impl Way {
+    /// Whether this way holds `key` with second field `second` (and third field `third`, when
+    /// given).
+    #[inline]
+    fn matches(&self, key: u64, second: u64, third: Option<u64>) -> bool {
+        self.key.load(Ordering::Relaxed) == key
+            && self.v_in.load(Ordering::Relaxed) == second
+            && third.is_none_or(|t| self.add.load(Ordering::Relaxed) == t)
+    }
+}
+
 #[repr(C)]
 struct Slot {
     seq: AtomicU64,
@@ -107,16 +118,11 @@ impl SiteCache {
             return None;
         }
         let key = way_key(site, callee);
-        let mut hit = None;
-        for w in &slot.ways {
-            if w.key.load(Ordering::Relaxed) == key && w.v_in.load(Ordering::Relaxed) == second {
-                let add = w.add.load(Ordering::Relaxed);
-                if third.map_or(true, |t| t == add) {
-                    hit = Some((add, w.v_out.load(Ordering::Relaxed)));
-                    break;
-                }
-            }
-        }
+        let hit = slot
+            .ways
+            .iter()
+            .find(|w| w.matches(key, second, third))
+            .map(|w| (w.add.load(Ordering::Relaxed), w.v_out.load(Ordering::Relaxed)));
         fence(Ordering::Acquire);
         if slot.seq.load(Ordering::Relaxed) != s1 {
             return None;
@@ -124,20 +130,17 @@ impl SiteCache {
         hit
     }
 
-    /// Writes a way (the one with the same `key`, `second` and `third`, else the ways in turn).
-    /// Must be called by one writer at a time (the encoder holds its lock).
-    fn put(&self, site: u32, callee: u32, hash_in: u64, second: u64, third: u64, fourth: u64, match_third: bool) {
+    /// Writes the fields after the key of a way: the way that [`SiteCache::find`] would answer
+    /// for the same key (`third` is part of it when `third_is_key`), else the ways in turn. Must
+    /// be called by one writer at a time (the encoder holds its lock).
+    fn put(&self, site: u32, callee: u32, hash_in: u64, [second, third, fourth]: [u64; 3], third_is_key: bool) {
         let slot = self.slot(site, callee, hash_in);
         let key = way_key(site, callee);
         let s = slot.seq.load(Ordering::Relaxed);
         let way = slot
             .ways
             .iter()
-            .position(|w| {
-                w.key.load(Ordering::Relaxed) == key
-                    && w.v_in.load(Ordering::Relaxed) == second
-                    && (!match_third || w.add.load(Ordering::Relaxed) == third)
-            })
+            .position(|w| w.matches(key, second, third_is_key.then_some(third)))
             .unwrap_or(((s >> 1) as usize) % WAYS);
         slot.seq.store(s.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
@@ -157,7 +160,7 @@ impl SiteCache {
 
     /// Records a result. Must be called by one writer at a time (the encoder holds its lock).
     pub(crate) fn store(&self, site: u32, callee: u32, v_in: u64, add: u64, v_out: u64) {
-        self.put(site, callee, v_in, v_in, add, v_out, false)
+        self.put(site, callee, v_in, [v_in, add, v_out], false)
     }
 
     /// The anchor table's use of the layout: the anchored version of ⟨site, callee⟩ entered from
@@ -171,7 +174,7 @@ impl SiteCache {
 
     /// Records an anchor (one writer at a time, as [`SiteCache::store`]).
     pub(crate) fn store_anchor(&self, site: u32, callee: u32, c: u64, v: u64, anchored: u64) {
-        self.put(site, callee, c ^ v, c, v, anchored, true)
+        self.put(site, callee, c ^ v, [c, v, anchored], true)
     }
 }
 

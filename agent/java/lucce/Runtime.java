@@ -172,22 +172,31 @@ public final class Runtime {
         long key = (U.getInt(null, s + 8L) & 0xFFFFFFFFL) << 32 | ((methodId & 0xFFFFFFFFL) + 1L);
         long e = bucket(CACHE, CACHE_MASK, key, v);
         long seq = U.getLongVolatile(null, e);
-        for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
-            if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == v) {
-                long c = U.getLong(null, s + 16L);
-                long nc = c + U.getLong(null, w + 16L);
-                long vOut = U.getLong(null, w + 24L);
-                U.loadFence();
-                // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
-                if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
-                    U.putInt(null, s + 12L, 0);
-                    U.putLong(null, s + 32L, vOut);
-                    return nc;
-                }
-                return -1L;
-            }
+        long w = way(e, key, v);
+        if (w == 0L) {
+            return -1L;
+        }
+        long c = U.getLong(null, s + 16L);
+        long nc = c + U.getLong(null, w + 16L);
+        long vOut = U.getLong(null, w + 24L);
+        U.loadFence();
+        // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
+        if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
+            U.putInt(null, s + 12L, 0);
+            U.putLong(null, s + 32L, vOut);
+            return nc;
         }
         return -1L;
+    }
+
+    /** The way of `key` with caller version `v` in the memo's bucket at `e`, or 0. */
+    private static long way(long e, long key, long v) {
+        for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
+            if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == v) {
+                return w;
+            }
+        }
+        return 0L;
     }
 
     /**
@@ -210,14 +219,9 @@ public final class Runtime {
                     long key = (site << 32) | ((methodId & 0xFFFFFFFFL) + 1L);
                     long e = bucket(CACHE, CACHE_MASK, key, v);
                     long seq = U.getLongVolatile(null, e);
-                    long add = -1L, vOut = 0L;
-                    for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
-                        if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == v) {
-                            add = U.getLong(null, w + 16L);
-                            vOut = U.getLong(null, w + 24L);
-                            break;
-                        }
-                    }
+                    long w = way(e, key, v);
+                    long add = w != 0L ? U.getLong(null, w + 16L) : -1L;
+                    long vOut = w != 0L ? U.getLong(null, w + 24L) : 0L;
                     U.loadFence();
                     if ((seq & 1L) == 0L && add >= 0L && U.getLong(null, e) == seq) {
                         long nc = c + add;
