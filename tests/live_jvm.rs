@@ -598,6 +598,29 @@ fn lambdas_method_refs_indy_concat_method_handles() {
         .run();
 }
 
+/// Stack walks of a LiveHandles run with `n` iterations (from the agent's closing log line).
+fn handle_walks(tmp: &Path, n: u32) -> u64 {
+    let store = tmp.join(format!("store{n}"));
+    let log = tmp.join(format!("agent{n}.log"));
+    let opts = format!("out={},verify=1,summary=off,loglevel=info,log={}", store.display(), log.display());
+    let out = run_java("LiveHandles", &opts, &[OsString::from(format!("-Dhandles.n={n}"))]);
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(out.code, Some(0), "LiveHandles {n} failed:\n{}\n{log_text}", out.stderr);
+    check_marks(&format!("LiveHandles {n}"), &parse_heres(&out.stdout), &store);
+    let walks = log_text.lines().find_map(|l| l.split(" walks,").next().filter(|_| l.contains(" walks,"))?.rsplit(' ').next()?.parse().ok());
+    walks.unwrap_or_else(|| panic!("no walk count in the agent log:\n{log_text}"))
+}
+
+/// VarHandle and MethodHandle calls are linked straight to methods of other names; once known,
+/// such a pair must be entered from the call site's record, not by a walk per call.
+#[test]
+fn method_handle_calls_do_not_walk() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let few = handle_walks(tmp.path(), 1);
+    let many = handle_walks(tmp.path(), 20_000);
+    assert!(many < few + 2_000, "20,000 handle calls took {many} walks against {few} for one");
+}
+
 #[test]
 fn class_initialization() {
     Scenario::new("LiveClinit")
@@ -674,7 +697,9 @@ fn jni_callbacks() {
     let (_tmp, out) = Scenario::new("LiveJni")
         .jvm(&[&format!("-Dlive.jni={}", jni_lib().display())])
         .sample()
-        .expect(&["jni-static-2", "jni-static-0", "jni-instance-7", "jni-helper-7", "jni-runnable", "jni-anon", "main-end"])
+        .expect(&["jni-static-2", "jni-static-0", "jni-instance-7", "jni-helper-7", "jni-runnable", "jni-anon", "main-end",
+            "loadClass-LiveJni", "loadClass-LiveLoadedJniY", "jni-after-resolution-1",
+            "loadClass-LiveLoadedJniX", "loadClass-LiveLoadedJniZ", "jni-after-native-2"])
         .run();
     // The native frames were in Throwable's stacks (and left out of the comparison by the rule).
     assert!(out.stdout.contains("\tLiveJni\tcallStatic\tLiveJni.java\t-2\t"), "no native frame under a callback:\n{}", out.stdout);

@@ -15,11 +15,12 @@
 //! the callee past frames lucce cannot see (native methods, hidden classes, excluded or
 //! unrewritable methods) to the first instrumented frame F, reads F's context from its two probe
 //! locals (GetLocalLong) and F's current bytecode index. If no native method lies between the
-//! callee and F, F is at an invoke and the pending record is F's own, the edge uses the pending site;
-//! otherwise the edge uses a *location site* for F's current instruction, whose line is the line
-//! HotSpot prints for it. A walk that meets an obsolete method (a frame entered before its class
-//! was rewritten) stops there: the context starts at the truncated root. A walk that runs out of
-//! frames: the thread root.
+//! callee and F, F is at an invoke, the pending record is F's own and the callee has the name and
+//! descriptor the invoke references, the edge uses the pending site; otherwise the edge uses a
+//! *location site* for F's current instruction, whose line is the line HotSpot prints for it. A
+//! walk that meets an obsolete method (a frame entered before its class was rewritten) stops
+//! there: the context starts at the truncated root. A walk that runs out of frames: the thread
+//! root.
 //!
 //! So a stale pending record (its call went to a native method and returned, or threw) never
 //! attaches an upcall to a returned frame: a pair ⟨call site, callee⟩ is never admitted through
@@ -29,9 +30,12 @@
 //! call site's record went stale, was trusted — a wrong trace on jython.) The one way a stale
 //! record could still be trusted is a pair that is also a real direct call (a virtual call site
 //! that dispatches both to a native override and to an instrumented method of the same name and
-//! descriptor, followed, before the caller's next probe, by an upcall of that same method); the
-//! upcalls the JVM makes from bytecode (`<clinit>`, `loadClass`, exception constructors) cannot
-//! be such targets.
+//! descriptor, followed, before the caller's next probe, by an upcall of that same method). The
+//! upcalls the JVM makes while resolving an invoke (`loadClass`, `<clinit>`) are entered straight
+//! from the invoke with its own record, but do not have the name the invoke references, so they
+//! get a location site too: with the call site, a later stale record of that site was trusted
+//! for a `loadClass` triggered by another instruction of the same frame (tests/live_jvm.rs,
+//! `jni_callbacks`).
 //!
 //! # Events
 //! `Lucce.mark`, `Lucce.context` and samples (`sample=N`) go into per-thread buffers that a
@@ -509,7 +513,7 @@ impl Recorder {
                     }
                     match kind {
                         FrameKind::Instrumented { id, ctx_slot } => {
-                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between)
+                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee)
                         }
                         FrameKind::Obsolete => return Caller::Truncated,
                         FrameKind::Invisible => between = between.max(Between::Hidden),
@@ -536,12 +540,26 @@ impl Recorder {
     /// of the same method and then fail to enter anything. So the locals need not be read: reading
     /// them (GetLocalLong) makes HotSpot recompute the whole method's oop map several times per
     /// call for an interpreted frame, which was 40% of the CPU time of a FOP run.
-    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, between: Between) -> Caller {
+    ///
+    /// Entered straight from that invoke, the callee is the call itself only if it has the name
+    /// and descriptor the instruction references (any name for `MethodHandle` and `VarHandle`
+    /// calls, linked straight to adapters such as `VarHandleGuards.guard_LI_L`); otherwise it is an upcall the JVM made while
+    /// resolving the call (`loadClass`, `<clinit>`), and the edge gets a location site (the same
+    /// line): admitted with the call site, the pair ⟨call site, loadClass⟩ would be trusted later
+    /// from that site's stale record, for a class loaded by another instruction of the frame.
+    #[allow(clippy::too_many_arguments)]
+    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, between: Between, callee: Option<u32>) -> Caller {
         let direct = between == Between::Nothing;
         // The pending record of this frame's current invoke, if the record can be that.
         let own = pending.filter(|&(site, _)| self.at_invoke(f.method, f.location) && crate::hook::site_method(site) == Some(id));
         if let Some((site, pc)) = own.filter(|_| direct) {
-            return Caller::Frame { site, ctx: pc };
+            if callee.is_none_or(|m| crate::hook::site_may_call(site, m)) {
+                return Caller::Frame { site, ctx: pc };
+            }
+            return match self.location_site(id, f.method, f.location) {
+                Some(site) => Caller::Frame { site, ctx: pc },
+                None => Caller::Truncated,
+            };
         }
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);

@@ -72,6 +72,8 @@ pub struct SiteRecord {
     pub line: i32,
     /// Calls the lucce API.
     pub api: bool,
+    /// `SiteInfo::target`: the key of the name and descriptor a call site's instruction names.
+    pub target: u64,
 }
 
 /// Serializable mirror of the rewriter's `SiteKind`.
@@ -291,7 +293,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
             SiteKind::Call => SiteKindTag::Call,
             SiteKind::Alloc => SiteKindTag::Alloc,
         };
-        self.bufs.sites.push((id, SiteRecord { method: method_id, kind, bci: site.bci, line: site.line, api: site.api }));
+        self.bufs.sites.push((id, SiteRecord { method: method_id, kind, bci: site.bci, line: site.line, api: site.api, target: site.target }));
         id
     }
 }
@@ -319,7 +321,7 @@ mod tests {
                                 source_file: Some("X.java"),
                                 access_flags: 0,
                             });
-                            r.site(mid, &SiteInfo { kind: SiteKind::Call, bci: 3, line: 7, api: false });
+                            r.site(mid, &SiteInfo { kind: SiteKind::Call, bci: 3, line: 7, api: false, target: crate::rewrite::ANY_TARGET });
                         }
                         r.publish();
                     }

@@ -4,11 +4,14 @@ import lucce.Lucce;
  * Native methods calling back into Java (JNI): static and instance callbacks, a Runnable, nested
  * native -> Java -> native -> Java. The library path comes in -Dlive.jni=/abs/libLiveJni.so.
  * By the rule the native frames are not in the decoded stacks (nor in what the test compares).
+ * LiveLoadedJni: a stale call-site record of a native call, then an upcall by the JVM.
  */
 public class LiveJni {
     static native void callStatic(int n);
     native void callInstance(int n);
     static native void callRunnable(Runnable r);
+    /** Calls {@code loader.loadClass(name)}, or returns at once when the loader is null. */
+    public static native void loadVia(ClassLoader loader, String name);
 
     static void staticCallback(int n) {
         Lucce.mark(T.here("jni-static-" + n));
@@ -32,6 +35,12 @@ public class LiveJni {
         for (int i = 0; i < 3; i++) callRunnable(new Runnable() {
             @Override public void run() { Lucce.mark(T.here("jni-anon")); }
         });
+        LiveLoader.MarkingLoader loader = new LiveLoader.MarkingLoader(LiveJni.class.getClassLoader());
+        try {
+            loader.loadClass("LiveLoadedJni").getMethod("run").invoke(null);
+        } catch (ReflectiveOperationException e) {
+            throw new AssertionError(e);
+        }
         Lucce.mark(T.here("main-end"));
     }
 }

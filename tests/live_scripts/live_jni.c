@@ -18,3 +18,11 @@ JNIEXPORT void JNICALL Java_LiveJni_callRunnable(JNIEnv *env, jclass cls, jobjec
     jmethodID m = (*env)->GetMethodID(env, rc, "run", "()V");
     if (m != NULL) (*env)->CallVoidMethod(env, r, m);
 }
+
+JNIEXPORT void JNICALL Java_LiveJni_loadVia(JNIEnv *env, jclass cls, jobject loader, jstring name) {
+    if (loader == NULL) return;
+    jclass lc = (*env)->FindClass(env, "java/lang/ClassLoader");
+    if (lc == NULL) return;
+    jmethodID m = (*env)->GetMethodID(env, lc, "loadClass", "(Ljava/lang/String;)Ljava/lang/Class;");
+    if (m != NULL) (*env)->CallObjectMethod(env, loader, m, name);
+}

@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::classfile::{be_u16, for_each_attr, Reader, MAX_CP_COUNT};
+use super::classfile::{be_u16, for_each_attr, mutf8, Reader, MAX_CP_COUNT};
 use super::code::{self, Decoded, Kind, Layout, Probe, Pushes, OP_GOTO, OP_JSR};
 use super::frames::{self, Frames};
 use super::pool::PoolEdit;
@@ -288,8 +288,11 @@ pub(crate) fn rewrite_method<'a>(
             lp += 1;
         }
         let line = line_at(&s.lines, has_lnt, lp, ins.off);
-        let api = kind == SiteKind::Call && calls_api(code, ins.off, &pool.cp);
-        let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api });
+        let (api, target) = match kind {
+            SiteKind::Call => invoke_target(code, ins.off, &pool.cp),
+            SiteKind::Alloc => (false, super::ANY_TARGET),
+        };
+        let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api, target });
         let p = push_for(id, pool);
         s.pushes[i] = Some(p);
         ins.probe_len = probes::site_len(p, locals);
@@ -429,15 +432,31 @@ pub(crate) fn rewrite_method<'a>(
     Ok(())
 }
 
-/// Whether the invokestatic at `off` calls a method of `lucce/Lucce`.
-fn calls_api(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>) -> bool {
+/// Of the invoke at `off`: whether it is an invokestatic of a method of `lucce/Lucce`, and the
+/// [`super::target_key`] of the name and descriptor it references ([`super::ANY_TARGET`] for a
+/// method of `MethodHandle` or `VarHandle`, or when unreadable).
+fn invoke_target(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>) -> (bool, u64) {
     const INVOKESTATIC: u8 = 0xB8;
+    const INVOKEDYNAMIC: u8 = 0xBA;
     let o = off as usize;
-    if code.get(o) != Some(&INVOKESTATIC) {
-        return false;
+    let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return (false, 0) };
+    let (class, nat) = if op == INVOKEDYNAMIC {
+        (None, cp.dynamic_nat(idx))
+    } else {
+        match cp.member_ref(idx) {
+            Some((class, n, d)) => (Some(class), Some((n, d))),
+            None => (None, None),
+        }
+    };
+    let class = class.and_then(|c| cp.class_name(c));
+    let api = op == INVOKESTATIC && class == Some(b"lucce/Lucce");
+    if matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle")) {
+        return (api, super::ANY_TARGET);
     }
-    let Some(idx) = be_u16(code, o + 1) else { return false };
-    cp.member_ref(idx).and_then(|(class, _, _)| cp.class_name(class)) == Some(b"lucce/Lucce")
+    let target = nat
+        .and_then(|(n, d)| Some(super::target_key(&mutf8(cp.utf8(n)?), &mutf8(cp.utf8(d)?))))
+        .unwrap_or(super::ANY_TARGET);
+    (api, target)
 }
 
 /// Adds frames after conditional branches that were widened into `if!cond; goto_w` when the

@@ -97,6 +97,25 @@ pub struct SiteInfo {
     /// A call of the lucce API (`lucce/Lucce`): its natives trust the pending record only from
     /// such a site.
     pub api: bool,
+    /// For a call site, [`target_key`] of the name and descriptor its instruction references
+    /// (for invokedynamic, of its NameAndType); [`ANY_TARGET`] for a call of a method of
+    /// `MethodHandle` or `VarHandle` and for an allocation site.
+    pub target: u64,
+}
+
+/// The `target` of a call site whose callee may have any name: the signature-polymorphic
+/// methods of `MethodHandle` and `VarHandle` are linked straight to adapters
+/// (`VarHandleGuards.guard_LI_L`) and targets (`linkToStatic`).
+pub const ANY_TARGET: u64 = 0;
+
+/// A key of a method's name and descriptor (never [`ANY_TARGET`]): a method entered straight
+/// from a call site can be that call only if its key equals the site's `target` (otherwise it
+/// is an upcall the JVM made while resolving the call: `loadClass`, `<clinit>`).
+pub fn target_key(name: &str, descriptor: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    (name, descriptor).hash(&mut h);
+    h.finish().max(1)
 }
 
 /// Why a method with code was left unchanged.
