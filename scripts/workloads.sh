@@ -5,20 +5,24 @@
 #
 # 1. builds the agent (release), runs the kit's install.sh (apt; needs root) and prepare.sh,
 # 2. runs ROUNDS interleaved rounds: each round runs the workloads without the agent, then with
-#    `-agentpath:LIB=AGENT_OPTS -Xverify:all` (every class verified, the JDK's too),
-# 3. prints per workload: check results, classes/methods rewritten and skipped, rewrite time,
-#    median wall time with and without the agent and their ratio,
+#    `-agentpath:LIB=AGENT_OPTS $AGENT_JVM_OPTS` (default -Xverify:all: every class verified, the
+#    JDK's too),
+# 3. prints per workload: check results, classes/methods rewritten and skipped, rewrite time
+#    (wall and the hook thread's CPU time), median wall time with and without the agent and their
+#    ratio, and the geometric mean of the ratios,
 # 4. with WRITE_DOC=1, replaces the report table in docs/agent.md.
 #
 # Variables: ROUNDS (3), WL_KIT (../shared/workloads next to the repo, else /work/shared/workloads),
 # WL_DIR (~/.cache/lucce-workloads), AGENT_LIB (default: built here), AGENT_OPTS (extra agent
-# options), OUT (a results directory; default a fresh temp dir), WRITE_DOC (0), REPORT_ONLY (1:
+# options; `out=DIR/%p` for full encoding), AGENT_JVM_OPTS (-Xverify:all; empty to time the agent
+# alone), OUT (a results directory; default a fresh temp dir), WRITE_DOC (0), REPORT_ONLY (1:
 # only redo the report from OUT/runs.txt and OUT/json of an earlier run).
 # Exit status: 0 only if every run of every workload had rc=0 and check=ok.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 ROUNDS=${ROUNDS:-3}
 AGENT_OPTS=${AGENT_OPTS:-}
+AGENT_JVM_OPTS=${AGENT_JVM_OPTS--Xverify:all}
 REPORT_ONLY=${REPORT_ONLY:-0}
 WL_KIT=${WL_KIT:-}
 if [[ -z $WL_KIT ]]; then
@@ -54,7 +58,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for n in "${NAMES[@]}"; do
       rm -f "$WL_DIR/$n"/lucce-summary-*.json
       if [[ $mode == agent ]]; then
-        line=$(LUCCE_JAVA_OPTS="-agentpath:$AGENT_LIB=$OPTS -Xverify:all" "$WL_KIT/run.sh" "$n" "$WL_DIR" 2>&1 | tail -1)
+        line=$(LUCCE_JAVA_OPTS="-agentpath:$AGENT_LIB=$OPTS $AGENT_JVM_OPTS" "$WL_KIT/run.sh" "$n" "$WL_DIR" 2>&1 | tail -1)
         mkdir -p "$OUT/json/$r/$n"
         mv "$WL_DIR/$n"/lucce-summary-*.json "$OUT/json/$r/$n/" 2>/dev/null
         cp "$WL_DIR/logs/$n.log" "$OUT/json/$r/$n/program.log" 2>/dev/null
@@ -68,7 +72,7 @@ done
 grep -qv 'rc=0 .*check=ok' "$OUT/runs.txt" && status=1
 
 python3 - "$OUT" "$REPO/docs/agent.md" "${WRITE_DOC:-0}" "$AGENT_OPTS" <<'PY'
-import json, os, re, statistics, sys
+import json, math, os, re, statistics, sys
 out, doc, write_doc, extra = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
 runs = {}
 for line in open(os.path.join(out, "runs.txt")):
@@ -81,7 +85,8 @@ rows = []
 tot = {"base": 0.0, "agent": 0.0}
 for name, r in runs.items():
     agg = {"classes_seen": 0, "classes_rewritten": 0, "classes_failed": 0, "methods_with_code": 0,
-           "methods_rewritten": 0, "methods_skipped": 0, "rewrite_ns_total": 0, "jvms": 0, "retransform_failed": 0}
+           "methods_rewritten": 0, "methods_skipped": 0, "rewrite_ns_total": 0, "rewrite_cpu_ns_total": 0, "jvms": 0,
+           "retransform_failed": 0}
     reasons = {}
     jdir = os.path.join(out, "json", "1", name)   # counts from round 1 (identical every round)
     for fn in sorted(os.listdir(jdir)) if os.path.isdir(jdir) else []:
@@ -101,17 +106,20 @@ for name, r in runs.items():
     tot["base"] += mb; tot["agent"] += ma
     pct = 100.0 * agg["methods_rewritten"] / agg["methods_with_code"] if agg["methods_with_code"] else 0.0
     per10k = agg["rewrite_ns_total"] / 1e9 / agg["classes_seen"] * 1e4 if agg["classes_seen"] else 0.0
+    cpu10k = agg["rewrite_cpu_ns_total"] / 1e9 / agg["classes_seen"] * 1e4 if agg["classes_seen"] else 0.0
     rows.append((name, "ok" if ok else "FAIL " + ",".join(c for c in checks if not c.endswith(":ok")),
                  agg["classes_rewritten"], agg["classes_seen"], agg["classes_failed"] + agg["retransform_failed"],
                  agg["methods_rewritten"], agg["methods_with_code"], pct,
                  ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "-",
-                 agg["rewrite_ns_total"] / 1e6, per10k, mb, ma, ma / mb, agg["jvms"]))
+                 agg["rewrite_ns_total"] / 1e6, per10k, cpu10k, mb, ma, ma / mb, agg["jvms"]))
 hdr = ("| workload | check (all runs) | classes rewritten / seen | failed | methods rewritten / with code | % | skipped (reasons) "
-       "| rewrite ms | s per 10k classes | wall s without | wall s with | ratio |")
+       "| rewrite ms | s per 10k classes (wall / CPU) | wall s without | wall s with | ratio |")
 lines = [hdr, "|" + "---|" * 12]
-for (n, ck, cr, cs, cf, mr, mc, pct, sk, ms, p10, mb, ma, ratio, jv) in rows:
-    lines.append(f"| {n} | {ck} | {cr} / {cs} | {cf} | {mr} / {mc} | {pct:.3f} | {sk} | {ms:.0f} | {p10:.3f} | {mb:.2f} | {ma:.2f} | {ratio:.2f} |")
-lines.append(f"| **all** | | | | | | | | | **{tot['base']:.1f}** | **{tot['agent']:.1f}** | **{tot['agent'] / tot['base']:.2f}** |")
+for (n, ck, cr, cs, cf, mr, mc, pct, sk, ms, p10, c10, mb, ma, ratio, jv) in rows:
+    lines.append(f"| {n} | {ck} | {cr} / {cs} | {cf} | {mr} / {mc} | {pct:.3f} | {sk} | {ms:.0f} | {p10:.3f} / {c10:.3f} | {mb:.2f} | {ma:.2f} | {ratio:.2f} |")
+ratios = [r[-2] for r in rows if r[-2] > 0 and not math.isnan(r[-2])]
+geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
+lines.append(f"| **all** (sum; geometric mean of the ratios) | | | | | | | | | **{tot['base']:.1f}** | **{tot['agent']:.1f}** | **{geo:.2f}** |")
 table = "\n".join(lines)
 print(table)
 print(f"\n(wall times: median of {len(next(iter(runs.values()))['base'])} interleaved runs; results in {out})")
