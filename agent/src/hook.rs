@@ -503,7 +503,7 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries, {} walks, {} location sites, {} truncated, {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries, {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
@@ -515,6 +515,7 @@ impl Agent {
                 s.walks.load(Ordering::Relaxed),
                 s.location_sites.load(Ordering::Relaxed),
                 s.truncated.load(Ordering::Relaxed),
+                s.unreadable.load(Ordering::Relaxed),
                 s.errors.load(Ordering::Relaxed),
                 report
             );

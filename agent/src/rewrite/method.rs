@@ -439,7 +439,7 @@ fn invoke_target(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>) ->
     const INVOKESTATIC: u8 = 0xB8;
     const INVOKEDYNAMIC: u8 = 0xBA;
     let o = off as usize;
-    let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return (false, 0) };
+    let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return (false, super::ANY_TARGET) };
     let (class, nat) = if op == INVOKEDYNAMIC {
         (None, cp.dynamic_nat(idx))
     } else {
