@@ -400,7 +400,6 @@ impl Agent {
         hook.on_class(name, redefining, bytes, |n| self.jvmti.allocate(n).unwrap_or(std::ptr::null_mut()))
     }
 
-
     /// VMInit: runtime class, hook on, one batch retransformation of what was loaded before.
     fn on_vm_init(&self, jni: Jni) {
         let runtime_class = match runtime::define_runtime_class(jni) {

@@ -24,8 +24,8 @@
 //!
 //! So a stale pending record (its call went to a native method and returned, or threw) never
 //! attaches an upcall to a returned frame: a pair ⟨call site, callee⟩ is never admitted through
-//! a native method, so ⟨stale site, upcall target⟩ is not known, the walk decides, and the walk only
-//! looks at live frames. (An upcall from inside a native method is admitted with a location
+//! a native method, so ⟨stale site, upcall target⟩ is not known, the walk decides, and the walk
+//! only looks at live frames. (An upcall from inside a native method is admitted with a location
 //! site: admitted with the call site, the same upcall made later from another native, after that
 //! call site's record went stale, was trusted — a wrong trace on jython.) The one way a stale
 //! record could still be trusted is a pair that is also a real direct call (a virtual call site
@@ -545,24 +545,37 @@ impl Recorder {
     ///
     /// Entered straight from that invoke, the callee is the call itself only if it has the name
     /// and descriptor the instruction references (any name for `MethodHandle` and `VarHandle`
-    /// calls, linked straight to adapters such as `VarHandleGuards.guard_LI_L`); otherwise it is an upcall the JVM made while
-    /// resolving the call (`loadClass`, `<clinit>`), and the edge gets a location site (the same
-    /// line): admitted with the call site, the pair ⟨call site, loadClass⟩ would be trusted later
-    /// from that site's stale record, for a class loaded by another instruction of the frame.
-    /// (The names are compared as 64-bit hashes, `rewrite::target_key`.)
+    /// calls, linked straight to adapters such as `VarHandleGuards.guard_LI_L`); otherwise it is
+    /// an upcall the JVM made while resolving the call (`loadClass`, `<clinit>`), and the edge
+    /// gets a location site (the same line): admitted with the call site, the pair ⟨call site,
+    /// loadClass⟩ would be trusted later from that site's stale record, for a class loaded by
+    /// another instruction of the frame. (The names are compared as 64-bit hashes,
+    /// `rewrite::target_key`.)
     #[allow(clippy::too_many_arguments)]
     fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, between: Between, callee: Option<u32>) -> Caller {
         let direct = between == Between::Nothing;
         // The pending record of this frame's current invoke, if the record can be that.
         let own = pending.filter(|&(site, _)| self.at_invoke(f.method, f.location) && crate::hook::site_method(site) == Some(id));
+        // Whether the edge may carry that record's call site, or must get a location site (the
+        // same line, and no probe ever names it, so no stale record of the call site is ever
+        // trusted for this callee):
+        // - straight from the invoke: only the call itself, not a resolution upcall (above);
+        // - through hidden frames only (lambdas, method handles): yes, those calls are common and
+        //   their pairs stay lock-free;
+        // - through a native method: no; the same upcall made later from another native, after
+        //   the call site's record went stale, would be trusted (jython:
+        //   `Modules.transformedByAgent`, upcalled inside `findBootstrapClass` and `defineClass0`).
+        let call_site_allowed = |site: u32| match between {
+            Between::Nothing => callee.is_none_or(|m| crate::hook::site_may_call(site, m)),
+            Between::Hidden => true,
+            Between::Native => false,
+        };
+        let location = |ctx: Context| match self.location_site(id, f.method, f.location) {
+            Some(site) => Caller::Frame { site, ctx },
+            None => Caller::Truncated,
+        };
         if let Some((site, pc)) = own.filter(|_| direct) {
-            if callee.is_none_or(|m| crate::hook::site_may_call(site, m)) {
-                return Caller::Frame { site, ctx: pc };
-            }
-            return match self.location_site(id, f.method, f.location) {
-                Some(site) => Caller::Frame { site, ctx: pc },
-                None => Caller::Truncated,
-            };
+            return if call_site_allowed(site) { Caller::Frame { site, ctx: pc } } else { location(pc) };
         }
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
@@ -584,21 +597,9 @@ impl Recorder {
             return Caller::Truncated;
         };
         let ctx = Context { c: c as u64, v: v as u64 };
-        // Through a native method, not the pending site even when the record is this frame's:
-        // an edge from the call site would let a later stale record of that site be trusted for
-        // the same upcall made from another native (jython: `Modules.transformedByAgent`,
-        // upcalled inside both `findBootstrapClass` and `defineClass0`). A location site has the
-        // same line, and no probe ever names it. (Through hidden frames only — lambdas, method
-        // handles — the call site is kept: those calls are common and their pairs stay
-        // lock-free.)
-        if let Some((site, pc)) = own.filter(|_| between != Between::Native) {
-            if pc == ctx {
-                return Caller::Frame { site, ctx };
-            }
-        }
-        match self.location_site(id, f.method, f.location) {
-            Some(site) => Caller::Frame { site, ctx },
-            None => Caller::Truncated,
+        match own {
+            Some((site, pc)) if pc == ctx && call_site_allowed(site) => Caller::Frame { site, ctx },
+            _ => location(ctx),
         }
     }
 

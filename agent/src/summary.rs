@@ -184,14 +184,13 @@ impl Summary {
         for (reason, n) in &s.failures_by_reason {
             let _ = writeln!(o, "    class failed {reason}: {n}");
         }
-        let per_class = if s.classes_seen == 0 { 0.0 } else { s.rewrite_ns_total as f64 / s.classes_seen as f64 / 1e3 };
-        let cpu_per_class = if s.classes_seen == 0 { 0.0 } else { s.rewrite_cpu_ns_total as f64 / s.classes_seen as f64 / 1e3 };
+        let us_per_class = |ns: u64| if s.classes_seen == 0 { 0.0 } else { ns as f64 / s.classes_seen as f64 / 1e3 };
         let _ = writeln!(
             o,
             "  rewrite time: total {:.1} ms, {:.1} us per class ({:.1} us of thread CPU time), max {:.1} us ({})",
             s.rewrite_ns_total as f64 / 1e6,
-            per_class,
-            cpu_per_class,
+            us_per_class(s.rewrite_ns_total),
+            us_per_class(s.rewrite_cpu_ns_total),
             s.rewrite_ns_max as f64 / 1e3,
             s.slowest_class
         );
