@@ -407,6 +407,8 @@ fn verify(what: &str, store: &Path) -> Verified {
 struct Scenario<'a> {
     main: &'a str,
     jvm_args: Vec<OsString>,
+    /// Agent options added to every run.
+    agent: &'a str,
     /// Also run with `sample=1,verify=1`.
     sample: bool,
     /// Labels (as written in the program) that must have been printed at least once.
@@ -415,11 +417,16 @@ struct Scenario<'a> {
 
 impl<'a> Scenario<'a> {
     fn new(main: &'a str) -> Self {
-        Scenario { main, jvm_args: Vec::new(), sample: false, expect: &[] }
+        Scenario { main, jvm_args: Vec::new(), agent: "", sample: false, expect: &[] }
     }
 
     fn jvm(mut self, args: &[&str]) -> Self {
         self.jvm_args.extend(args.iter().map(OsString::from));
+        self
+    }
+
+    fn agent(mut self, opts: &'a str) -> Self {
+        self.agent = opts;
         self
     }
 
@@ -441,7 +448,7 @@ impl<'a> Scenario<'a> {
         for (i, mode) in modes.iter().enumerate() {
             let store = tmp.path().join(format!("store{i}"));
             let log = tmp.path().join(format!("agent{i}.log"));
-            let opts = format!("out={},{mode},summary=off,log={}", store.display(), log.display());
+            let opts = format!("out={},{mode},summary=off,log={},{}", store.display(), log.display(), self.agent);
             let what = format!("{} ({mode})", self.main);
             let out = run_java(self.main, &opts, &self.jvm_args);
             let log_text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -475,24 +482,31 @@ impl<'a> Scenario<'a> {
 
 #[test]
 fn threads_and_pools() {
-    Scenario::new("LiveThreads")
-        .sample()
-        .expect(&[
-            "main-start",
-            "thread-subclass-0",
-            "thread-step-2",
-            "runnable-plain",
-            "lambda-thread",
-            "callable-7",
-            "callable-103",
-            "runnable-pooled-3",
-            "runnable-tight-5",
-            "fork-join-7",
-            "callable-200",
-            "callable-201",
-            "main-end",
-        ])
-        .run();
+    Scenario::new("LiveThreads").sample().expect(THREAD_MARKS).run();
+}
+
+const THREAD_MARKS: &[&str] = &[
+    "main-start",
+    "thread-subclass-0",
+    "thread-step-2",
+    "runnable-plain",
+    "lambda-thread",
+    "callable-7",
+    "callable-103",
+    "runnable-pooled-3",
+    "runnable-tight-5",
+    "fork-join-7",
+    "callable-200",
+    "callable-201",
+    "main-end",
+];
+
+/// One home slot for all threads: every thread but its holder keeps its state in a private slot,
+/// its call probes write into the sink and its entries are resolved by walks — the path of
+/// threads whose tids collide, exact too.
+#[test]
+fn threads_without_home_slots() {
+    Scenario::new("LiveThreads").agent("thread_slots=1").sample().expect(THREAD_MARKS).run();
 }
 
 #[test]

@@ -144,7 +144,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     let count_check = (!options.count_check.is_empty()).then(CountCheck::default);
     let (recorder, registry) = match &options.out {
         Some(out) => {
-            let r = Recorder::create(jvmti, out.clone(), options.sample, options.verify).map_err(SetupError::Store)?;
+            let r = Recorder::create(jvmti, out.clone(), &options).map_err(SetupError::Store)?;
             let r: &'static Recorder = RECORDER.get_or_init(|| r);
             let registry = r.registry();
             registry.set_sink(Box::new(move |m, s| r.define(m, s)));

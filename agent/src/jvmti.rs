@@ -395,19 +395,22 @@ impl Jvmti {
         Ok(v)
     }
 
-    /// The opcode at `location` of a method's bytecode (`GetBytecodes`, slot 75).
-    pub fn opcode_at(self, method: jmethodID, location: jlocation) -> Result<Option<u8>, Error> {
+    /// A method's bytecode as the VM runs it (`GetBytecodes`, slot 75: a copy the VM reconstitutes).
+    pub fn bytecodes(self, method: jmethodID) -> Result<Box<[u8]>, Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint, *mut *mut u8) -> JvmtiError;
         let f = jvmti_fn!(self, 75, F);
         let mut n: jint = 0;
         let mut p: *mut u8 = std::ptr::null_mut();
         // SAFETY: slot 75; outs are locals.
         check(unsafe { f(self.0, method, &mut n, &mut p) })?;
-        let op = (location >= 0 && location < n as i64 && !p.is_null())
-            // SAFETY: in bounds of the `n` bytes the VM returned.
-            .then(|| unsafe { *p.add(location as usize) });
+        let code = if p.is_null() || n <= 0 {
+            Box::default()
+        } else {
+            // SAFETY: the VM returned `n` bytes allocated with Allocate.
+            unsafe { std::slice::from_raw_parts(p, n as usize) }.into()
+        };
         self.deallocate(p);
-        Ok(op)
+        Ok(code)
     }
 
     fn method_flag(self, slot: usize, method: jmethodID) -> Result<bool, Error> {

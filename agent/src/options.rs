@@ -19,7 +19,7 @@ pub enum OptionsError {
 }
 
 const KNOWN: &[&str] =
-    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters"];
+    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots"];
 
 /// Where a text stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +60,10 @@ pub struct Options {
     pub count_check: Vec<Pattern>,
     pub retransform: bool,
     pub counters: CounterMode,
+    /// Record mode: home slots of per-thread state (a power of two). A thread whose home slot
+    /// another live thread holds (tids equal modulo this) has its entries resolved by stack
+    /// walks: exact but slow. Small values exist to test that path.
+    pub thread_slots: usize,
 }
 
 impl Default for Options {
@@ -77,6 +81,7 @@ impl Default for Options {
             count_check: Vec::new(),
             retransform: true,
             counters: CounterMode::Plain,
+            thread_slots: 1 << 16,
         }
     }
 }
@@ -126,6 +131,13 @@ impl Options {
                         "plain" => CounterMode::Plain,
                         _ => return Err(bad("expected atomic or plain")),
                     }
+                }
+                "thread_slots" => {
+                    o.thread_slots = value
+                        .parse()
+                        .ok()
+                        .filter(|n: &usize| n.is_power_of_two() && *n <= 1 << 24)
+                        .ok_or_else(|| bad("expected a power of two from 1 to 16777216"))?
                 }
                 _ => return Err(OptionsError::UnknownKey(key.to_string())),
             }
@@ -277,5 +289,10 @@ mod tests {
         let o = Options::parse("out=/tmp/x-%p,sample=10,verify=3").unwrap();
         assert_eq!(o.out, Some(PathBuf::from(format!("/tmp/x-{}", std::process::id()))));
         assert_eq!((o.sample, o.verify), (10, 3));
+        for bad in ["thread_slots=0", "thread_slots=3", "thread_slots=33554432", "thread_slots=x"] {
+            assert!(matches!(Options::parse(bad), Err(OptionsError::BadValue { .. })), "{bad}");
+        }
+        assert_eq!(Options::parse("thread_slots=1").unwrap().thread_slots, 1);
+        assert_eq!(Options::parse("").unwrap().thread_slots, 65536);
     }
 }

@@ -128,8 +128,10 @@ pub struct Recorder {
     sample: u64,
     verify: u64,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
-    /// ⟨jmethodID, location⟩ → whether the instruction there is an invoke.
-    invokes: Mutex<FxHashMap<(usize, i64), bool>>,
+    /// jmethodID → its bytecode (walks look up the opcode under a frame; GetBytecodes copies
+    /// and reconstitutes the whole method, so once per method: it was 2.7% of FOP's CPU time
+    /// when done once per location).
+    bytecodes: Mutex<FxHashMap<usize, Box<[u8]>>>,
     /// ⟨method, location⟩ → location site.
     location_sites: Mutex<FxHashMap<(u32, i64), u32>>,
     /// method → the location site of its entry probe (sample events).
@@ -218,20 +220,23 @@ const SLOT_BYTES: usize = 64;
 #[cfg(target_endian = "big")]
 compile_error!("the probes' slot layout assumes a little-endian target");
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
-/// Home slots (a thread's is `tid & (HOME_SLOTS - 1)`); a thread whose home slot is taken gets a
-/// private one and asks the agent for it on every probe (one JNI call).
-const HOME_SLOTS: usize = 1 << 16;
-
-/// The home slots: a lazily committed mapping that lives until the process exits.
-struct Slots(*mut Slot);
+/// The home slots (`thread_slots=`, a power of two; a thread's is `tid & (count - 1)`), then the
+/// sink (`Runtime.SINK`, owned by no thread and read by nobody): a lazily committed mapping that
+/// lives until the process exits. A thread whose home slot is taken gets a private one, which its
+/// entry and version probes ask the agent for (one JNI call), while its call probes write into
+/// the sink: its entries are resolved by walks.
+struct Slots {
+    base: *mut Slot,
+    count: usize,
+}
 // SAFETY: every field of a slot is an atomic; the mapping is never unmapped.
 unsafe impl Send for Slots {}
 // SAFETY: as above.
 unsafe impl Sync for Slots {}
 
 impl Slots {
-    fn map() -> Result<Slots, String> {
-        let len = HOME_SLOTS * SLOT_BYTES;
+    fn map(count: usize) -> Result<Slots, String> {
+        let len = (count + 1) * SLOT_BYTES;
         // SAFETY: a fresh anonymous mapping touches no existing memory; zero pages are valid
         // slots (free, no pending record).
         let p = unsafe {
@@ -247,17 +252,17 @@ impl Slots {
         if p == libc::MAP_FAILED {
             return Err(format!("cannot map {len} bytes of thread slots: {}", std::io::Error::last_os_error()));
         }
-        Ok(Slots(p as *mut Slot))
+        Ok(Slots { base: p as *mut Slot, count })
     }
 
     fn home(&self, tid: i64) -> &Slot {
         // SAFETY: the index is masked into the mapping, which lives for the rest of the process.
-        unsafe { &*self.0.add(tid as usize & (HOME_SLOTS - 1)) }
+        unsafe { &*self.base.add(tid as usize & (self.count - 1)) }
     }
 
     fn contains(&self, s: *const Slot) -> bool {
-        let base = self.0 as usize;
-        (base..base + HOME_SLOTS * SLOT_BYTES).contains(&(s as usize))
+        let base = self.base as usize;
+        (base..base + self.count * SLOT_BYTES).contains(&(s as usize))
     }
 }
 
@@ -333,21 +338,21 @@ fn dotted(internal: &str) -> String {
 
 impl Recorder {
     /// Creates the store and the encoder; the registry's published classes flow into both.
-    pub fn create(jvmti: Jvmti, out: PathBuf, sample: u64, verify: u64) -> Result<Recorder, String> {
+    pub fn create(jvmti: Jvmti, out: PathBuf, options: &crate::options::Options) -> Result<Recorder, String> {
         let writer = StoreWriter::create(&out, WriterOptions::default()).map_err(|e| format!("cannot create the store {}: {e}", out.display()))?;
         let handle = writer.handle();
         let encoder = Encoder::new(EncoderConfig::default(), handle.clone());
         Ok(Recorder {
             jvmti,
-            slots: Slots::map()?,
+            slots: Slots::map(options.thread_slots)?,
             encoder,
             handle,
             writer: Mutex::new(Some(writer)),
             out,
-            sample,
-            verify,
+            sample: options.sample,
+            verify: options.verify,
             frames: RwLock::new(FxHashMap::default()),
-            invokes: Mutex::new(FxHashMap::default()),
+            bytecodes: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
             entry_sites: Mutex::new(FxHashMap::default()),
             tokens: Mutex::new(FxHashMap::default()),
@@ -585,7 +590,7 @@ impl Recorder {
             // not on the program's stderr (batik's kit check counts its output lines).
             if self.stats.unreadable.fetch_add(1, Ordering::Relaxed) < 20 {
                 let name = self.jvmti.method_name(f.method).unwrap_or_default();
-                let op = self.jvmti.opcode_at(f.method, f.location);
+                let op = self.opcode_at(f.method, f.location);
                 let pending_method = pending.map(|(site, _)| crate::hook::site_method(site));
                 diag!(
                     Info,
@@ -603,14 +608,16 @@ impl Recorder {
         }
     }
 
-    /// Whether the instruction at `location` is an invoke (cached: GetBytecodes copies the code).
+    /// Whether the instruction at `location` is an invoke.
     fn at_invoke(&self, m: jmethodID, location: i64) -> bool {
-        if let Some(&b) = lock(&self.invokes).get(&(m as usize, location)) {
-            return b;
-        }
-        let b = matches!(self.jvmti.opcode_at(m, location), Ok(Some(0xB6..=0xBA)));
-        lock(&self.invokes).insert((m as usize, location), b);
-        b
+        matches!(self.opcode_at(m, location), Some(0xB6..=0xBA))
+    }
+
+    /// The opcode at `location` of method `m`, when its bytecode is readable.
+    fn opcode_at(&self, m: jmethodID, location: i64) -> Option<u8> {
+        let mut cache = lock(&self.bytecodes);
+        let code = cache.entry(m as usize).or_insert_with(|| self.jvmti.bytecodes(m).unwrap_or_default());
+        usize::try_from(location).ok().and_then(|l| code.get(l).copied())
     }
 
     /// What a frame's method is (cached by jmethodID; instrumented methods are learned at entry).
@@ -926,8 +933,8 @@ impl Recorder {
             anchor_base: a.base_address(),
             anchor_buckets: a.capacity(),
             limit: self.encoder.call_id_limit(),
-            slots: self.slots.0 as usize,
-            slot_mask: (HOME_SLOTS - 1) as u64,
+            slots: self.slots.base as usize,
+            slot_mask: (self.slots.count - 1) as u64,
             sample: self.sample,
         }
     }

@@ -44,7 +44,7 @@ use crate::{is_root, THREAD_ROOT_SITE, TRUNCATED_ROOT_SITE};
 pub struct EncoderConfig {
     /// Exclusive upper bound of callIds (see "Overflow rule"). At least 2.
     pub call_id_limit: u64,
-    /// Buckets of the lock-free memo (136 bytes each, four results; committed lazily by the OS).
+    /// Buckets of the lock-free memo (128 bytes each, three results; committed lazily by the OS).
     pub site_cache_capacity: usize,
 }
 

@@ -41,14 +41,22 @@ public final class Runtime {
     // (both in memory the agent owns; layouts in encoder/src/cache.rs and agent/src/recorder.rs).
     /** The encoder's memo: base address, bucket index mask (0 = not usable). */
     private static final long CACHE, CACHE_MASK;
-    /** Bytes per bucket: a sequence word, then four ways of {site << 32 | callee + 1, v_in, add, v_out}. */
-    private static final long CACHE_SLOT = 136L;
+    /** Bytes per bucket (aligned): a sequence word, then three ways of {site << 32 | callee + 1, v_in, add, v_out}. */
+    private static final long CACHE_SLOT = 128L;
+    /** Offset of the end of a bucket's ways. */
+    private static final long WAYS_END = 8L + 3L * 32L;
     /** The encoder's anchor table (same layout, bucket of ⟨site, callee, c⟩): base, mask. */
     private static final long ANCHORS, ANCHOR_MASK;
     /** callIds stay below this (the overflow rule); results at or above it take the slow path. */
     private static final long LIMIT;
     /** Per-thread slots: base address, index mask (home slot = tid & mask), 64 bytes each. */
     private static final long SLOTS, SLOT_MASK;
+    /**
+     * The slot after the home slots, which no thread owns: {@link #home} answers it to a thread
+     * that does not own its home slot, so that the call probes write somewhere without a branch
+     * to a call (see {@link #home}); nothing reads it.
+     */
+    private static final long SINK;
     /** Offset of Thread.tid, or -1 (then every probe asks the agent for the slot). */
     private static final long TID;
     /** sample=N (0 = off). */
@@ -109,9 +117,10 @@ public final class Runtime {
         LIMIT = limit;
         SLOTS = slots;
         SLOT_MASK = slotMask;
+        SINK = slots + ((slotMask + 1L) << 6);
         TID = tid;
         SAMPLE = sample;
-        FAST = record && sample == 0 && cacheMask >= 0L;
+        FAST = record && sample == 0 && cacheMask >= 0L && tid >= 0L;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
         // Last: from here on the probes are live.
@@ -140,41 +149,55 @@ public final class Runtime {
     }
 
     /**
+     * This thread's home slot if it owns it, else {@link #SINK} (only when TID >= 0).
+     *
+     * No call on any path: the probes are inlined into every compiled method, and a call that a
+     * probe may take (as {@link #slot} takes attach0 on a thread's first probe, so the shared
+     * branch profile says "taken") costs C2 a call site with its spills and debug info at every
+     * call of every compiled method. A thread whose home slot is not its own (its first probe,
+     * or another live thread has the same home) so writes its call records into the sink; its
+     * entries then find no record in the slot {@link #slot} gives them and the agent walks the
+     * stack instead — slower for those threads, exact for all.
+     */
+    private static long home() {
+        long tid = U.getLong(Thread.currentThread(), TID);
+        long s = SLOTS + ((tid & SLOT_MASK) << 6);
+        return U.getLong(null, s) == tid ? s : SINK;
+    }
+
+    /**
      * Method entry: returns the callId of this frame (record mode), or counts.
      *
-     * Only the common case is here and in {@link #memo} — a pending record whose ⟨site, callee,
-     * caller version⟩ the encoder's memo answers, no sampling, no segment. `enter` is small, so
-     * that C2 inlines it into every caller; `memo` is a call: inlined everywhere, its loop made C2
-     * compile the instrumented program about 40% slower (FOP: C2 time 28 s against 21 s with
-     * -XX:+CITime), which costs a short run more than the call does. Everything else is
-     * {@link #enterRest}, which repeats the lookup.
+     * Only the common case is in {@link #memo} — a pending record whose ⟨site, callee, caller
+     * version⟩ the encoder's memo answers, no sampling, no segment. `enter` is small, so that C2
+     * inlines it into every caller, and makes one call; `memo` is not inlined: inlined everywhere,
+     * its loop made C2 compile the instrumented program about 40% slower (FOP: C2 time 28 s
+     * against 21 s with -XX:+CITime), which costs a short run more than the call does.
      */
     public static long enter(int methodId) {
         if (FAST) {
-            long s = slot();
-            if (s != 0L && U.getInt(null, s + 12L) != 0) {
-                long nc = memo(s, methodId);
-                if (nc >= 0L) {
-                    return nc;
-                }
-            }
+            return memo(home(), methodId);
         }
         return enterRest(methodId);
     }
 
     /**
      * The memo's answer for the pending record in slot `s` and callee `methodId`: consumes the
-     * record and returns the callId, or returns -1 (a miss, a writer inside, or past the limit).
+     * record and returns the callId; anything else (no record, a miss, a writer inside, past the
+     * limit) is {@link #enterRest}, which repeats the lookup.
      */
     @jdk.internal.vm.annotation.DontInline
     private static long memo(long s, int methodId) {
+        if (s == SINK || U.getInt(null, s + 12L) == 0) {
+            return enterRest(methodId);
+        }
         long v = U.getLong(null, s + 24L);
         long key = (U.getInt(null, s + 8L) & 0xFFFFFFFFL) << 32 | ((methodId & 0xFFFFFFFFL) + 1L);
         long e = bucket(CACHE, CACHE_MASK, key, v);
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, v);
         if (w == 0L) {
-            return -1L;
+            return enterRest(methodId);
         }
         long c = U.getLong(null, s + 16L);
         long nc = c + U.getLong(null, w + 16L);
@@ -186,12 +209,12 @@ public final class Runtime {
             U.putLong(null, s + 32L, vOut);
             return nc;
         }
-        return -1L;
+        return enterRest(methodId);
     }
 
     /** The way of `key` with caller version `v` in the memo's bucket at `e`, or 0. */
     private static long way(long e, long key, long v) {
-        for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
+        for (long w = e + 8L; w < e + WAYS_END; w += 32L) {
             if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == v) {
                 return w;
             }
@@ -258,7 +281,7 @@ public final class Runtime {
         long e = bucket(ANCHORS, ANCHOR_MASK, key, c ^ v);
         long seq = U.getLongVolatile(null, e);
         long found = 0L;
-        for (long w = e + 8L; w < e + CACHE_SLOT; w += 32L) {
+        for (long w = e + 8L; w < e + WAYS_END; w += 32L) {
             if (U.getLong(null, w) == key && U.getLong(null, w + 8L) == c && U.getLong(null, w + 16L) == v) {
                 found = U.getLong(null, w + 24L);
                 break;
@@ -271,7 +294,10 @@ public final class Runtime {
     /** The graph version of the context `enter` just returned (record mode). */
     public static long version() {
         if (RECORD) {
-            long s = slot();
+            long s = TID >= 0L ? home() : SINK;
+            if (s == SINK) {
+                s = slot(); // a private slot (never taken in most runs: C2 makes it a trap)
+            }
             return s != 0L ? U.getLong(null, s + 32L) : 0L;
         }
         return 0L;
@@ -280,7 +306,7 @@ public final class Runtime {
     /** Before an invoke instruction: the caller's site and context, for the callee's entry. */
     public static void call(int siteId, long ctx, long ver) {
         if (RECORD) {
-            pend(slot(), siteId, ctx, ver);
+            pend(TID >= 0L ? home() : slot(), siteId, ctx, ver);
             return;
         }
         count(SITES, SITE_LIMIT, siteId);
