@@ -105,13 +105,13 @@ for name, r in runs.items():
     mb, ma = statistics.median(r["base"]), statistics.median(r["agent"]) if r["agent"] else float("nan")
     tot["base"] += mb; tot["agent"] += ma
     pct = 100.0 * agg["methods_rewritten"] / agg["methods_with_code"] if agg["methods_with_code"] else 0.0
-    per10k = agg["rewrite_ns_total"] / 1e9 / agg["classes_seen"] * 1e4 if agg["classes_seen"] else 0.0
-    cpu10k = agg["rewrite_cpu_ns_total"] / 1e9 / agg["classes_seen"] * 1e4 if agg["classes_seen"] else 0.0
+    per10k = lambda ns: ns / 1e9 / agg["classes_seen"] * 1e4 if agg["classes_seen"] else 0.0
     rows.append((name, "ok" if ok else "FAIL " + ",".join(c for c in checks if not c.endswith(":ok")),
                  agg["classes_rewritten"], agg["classes_seen"], agg["classes_failed"] + agg["retransform_failed"],
                  agg["methods_rewritten"], agg["methods_with_code"], pct,
                  ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "-",
-                 agg["rewrite_ns_total"] / 1e6, per10k, cpu10k, mb, ma, ma / mb, agg["jvms"]))
+                 agg["rewrite_ns_total"] / 1e6, per10k(agg["rewrite_ns_total"]), per10k(agg["rewrite_cpu_ns_total"]),
+                 mb, ma, ma / mb, agg["jvms"]))
 hdr = ("| workload | check (all runs) | classes rewritten / seen | failed | methods rewritten / with code | % | skipped (reasons) "
        "| rewrite ms | s per 10k classes (wall / CPU) | wall s without | wall s with | ratio |")
 lines = [hdr, "|" + "---|" * 12]

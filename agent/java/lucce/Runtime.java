@@ -183,8 +183,8 @@ public final class Runtime {
 
     /**
      * The memo's answer for the pending record in slot `s` and callee `methodId`: consumes the
-     * record and returns the callId; anything else (no record, a miss, a writer inside, past the
-     * limit) is {@link #enterRest}, which repeats the lookup.
+     * record and returns the callId. A miss goes straight to the agent; anything else (no record,
+     * a writer inside, past the limit) is {@link #enterRest}, which repeats the lookup.
      */
     @jdk.internal.vm.annotation.DontInline
     private static long memo(long s, int methodId) {
@@ -197,7 +197,7 @@ public final class Runtime {
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, v);
         if (w == 0L) {
-            return enterRest(methodId);
+            return enter0(methodId, s); // what enterRest would do after the same lookup
         }
         long c = U.getLong(null, s + 16L);
         long nc = c + U.getLong(null, w + 16L);
