@@ -612,17 +612,30 @@ fn lambdas_method_refs_indy_concat_method_handles() {
         .run();
 }
 
-/// Stack walks of a LiveHandles run with `n` iterations (from the agent's closing log line).
-fn handle_walks(tmp: &Path, n: u32) -> u64 {
-    let store = tmp.join(format!("store{n}"));
-    let log = tmp.join(format!("agent{n}.log"));
+/// Stack walks of a run of `main` with system property `property` = `n` (from the agent's
+/// closing log line).
+fn walks_of(tmp: &Path, main: &str, property: &str, n: u32) -> u64 {
+    let store = tmp.join(format!("store-{main}-{n}"));
+    let log = tmp.join(format!("agent-{main}-{n}.log"));
     let opts = format!("out={},verify=1,summary=off,loglevel=info,log={}", store.display(), log.display());
-    let out = run_java("LiveHandles", &opts, &[OsString::from(format!("-Dhandles.n={n}"))]);
+    let out = run_java(main, &opts, &[OsString::from(format!("-D{property}={n}"))]);
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert_eq!(out.code, Some(0), "LiveHandles {n} failed:\n{}\n{log_text}", out.stderr);
-    check_marks(&format!("LiveHandles {n}"), &parse_heres(&out.stdout), &store);
+    assert_eq!(out.code, Some(0), "{main} {n} failed:\n{}\n{log_text}", out.stderr);
+    check_marks(&format!("{main} {n}"), &parse_heres(&out.stdout), &store);
     let walks = log_text.lines().find_map(|l| l.split(" walks,").next().filter(|_| l.contains(" walks,"))?.rsplit(' ').next()?.parse().ok());
     walks.unwrap_or_else(|| panic!("no walk count in the agent log:\n{log_text}"))
+}
+
+/// The JVM calls `Finalizer.register` from the `return` of `Object.<init>`: exact in every
+/// entry (sample=1), and from the call-site record that the rewriter puts before that `return`,
+/// not by a walk (and a safepoint to read the frame's locals) per finalizable object.
+#[test]
+fn finalizer_registration() {
+    Scenario::new("LiveFinalizers").sample().expect(&["tracked-ctor-0", "finalizers-done-true"]).run();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let few = walks_of(tmp.path(), "LiveFinalizers", "finalizers.n", 1);
+    let many = walks_of(tmp.path(), "LiveFinalizers", "finalizers.n", 20_000);
+    assert!(many < few + 2_000, "20,000 finalizable objects took {many} walks against {few} for one");
 }
 
 /// VarHandle and MethodHandle calls are linked straight to methods of other names; once known,
@@ -630,8 +643,8 @@ fn handle_walks(tmp: &Path, n: u32) -> u64 {
 #[test]
 fn method_handle_calls_do_not_walk() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let few = handle_walks(tmp.path(), 1);
-    let many = handle_walks(tmp.path(), 20_000);
+    let few = walks_of(tmp.path(), "LiveHandles", "handles.n", 1);
+    let many = walks_of(tmp.path(), "LiveHandles", "handles.n", 20_000);
     assert!(many < few + 2_000, "20,000 handle calls took {many} walks against {few} for one");
 }
 

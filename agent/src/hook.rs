@@ -92,6 +92,12 @@ pub fn site_may_call(site: u32, method: u32) -> bool {
     }
 }
 
+/// The `target` key of a site the rewriter registered (see `rewrite::SiteInfo`).
+pub fn site_target(site: u32) -> Option<u64> {
+    let t = agent()?.registry.tables();
+    t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| s.target)
+}
+
 /// The method and line of a site the rewriter registered.
 pub fn site_position(site: u32) -> Option<(u32, i32)> {
     let t = agent()?.registry.tables();

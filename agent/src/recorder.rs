@@ -16,7 +16,9 @@
 //! unrewritable methods) to the first instrumented frame F, reads F's context from its two probe
 //! locals (GetLocalLong) and F's current bytecode index. If no native method lies between the
 //! callee and F, F is at an invoke, the pending record is F's own and the callee has the name and
-//! descriptor the invoke references, the edge uses the pending site; otherwise the edge uses a
+//! descriptor the invoke references, the edge uses the pending site (the `return` of
+//! `Object.<init>` counts as an invoke of `Finalizer.register`, which the JVM calls from there,
+//! and the rewriter puts a call probe before it); otherwise the edge uses a
 //! *location site* for F's current instruction, whose line is the line HotSpot prints for it. A
 //! walk that meets an obsolete method (a frame entered before its class was rewritten) stops
 //! there: the context starts at the truncated root. A walk that runs out of frames: the thread
@@ -560,7 +562,7 @@ impl Recorder {
     fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, between: Between, callee: Option<u32>) -> Caller {
         let direct = between == Between::Nothing;
         // The pending record of this frame's current invoke, if the record can be that.
-        let own = pending.filter(|&(site, _)| self.at_invoke(f.method, f.location) && crate::hook::site_method(site) == Some(id));
+        let own = pending.filter(|&(site, _)| self.at_call(f.method, f.location, site) && crate::hook::site_method(site) == Some(id));
         // Whether the edge may carry that record's call site, or must get a location site (the
         // same line, and no probe ever names it, so no stale record of the call site is ever
         // trusted for this callee):
@@ -608,9 +610,15 @@ impl Recorder {
         }
     }
 
-    /// Whether the instruction at `location` is an invoke.
-    fn at_invoke(&self, m: jmethodID, location: i64) -> bool {
-        matches!(self.opcode_at(m, location), Some(0xB6..=0xBA))
+    /// Whether the instruction at `location` can be the one call site `site` probes: an invoke,
+    /// or the `return` of `Object.<init>`, whose probe stands for the JVM's call of
+    /// `Finalizer.register` (the rewriter puts a call probe only there before a `return`).
+    fn at_call(&self, m: jmethodID, location: i64, site: u32) -> bool {
+        match self.opcode_at(m, location) {
+            Some(0xB6..=0xBA) => true,
+            Some(0xB1) => crate::hook::site_target(site) == Some(crate::rewrite::finalizer_register_key()),
+            _ => false,
+        }
     }
 
     /// The opcode at `location` of method `m`, when its bytecode is readable.
@@ -667,6 +675,12 @@ impl Recorder {
 
     /// Records that frames of `m` belong to the instrumented method `id`.
     fn learn(&self, m: jmethodID, id: u32) {
+        // Known already (most walks): no JVMTI call, no write lock. A class redefined later gives
+        // its methods new ids, which are learned anew.
+        let known = self.frames.read().unwrap_or_else(|e| e.into_inner()).get(&(m as usize)).copied();
+        if matches!(known, Some(FrameKind::Instrumented { id: k, .. }) if k == id) {
+            return;
+        }
         let Ok(max) = self.jvmti.max_locals(m) else { return };
         let kind = FrameKind::Instrumented { id, ctx_slot: max - 4 };
         self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(m as usize, kind);

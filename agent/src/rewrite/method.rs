@@ -67,6 +67,9 @@ const ATTR_LNT: u8 = 2;
 const ATTR_LVT: u8 = 3;
 const ATTR_DROP: u8 = 4;
 
+/// `return` (void).
+const RETURN: u8 = 0xB1;
+
 fn bad_table(what: &'static str) -> SkipReason {
     SkipReason::MalformedTable(what)
 }
@@ -176,6 +179,16 @@ pub(crate) fn rewrite_method<'a>(
 
     let d = &mut s.d;
     d.decode(code)?;
+    if cx.this_is_object && m.name == "<init>" {
+        // The JVM calls `Finalizer.register` from the `return` of `Object.<init>`
+        // (RegisterFinalizersAtInit): a call probe there gives that upcall the frame's record,
+        // where it would otherwise walk and read the frame's locals, a safepoint each, for
+        // every finalizable object (jython: almost all of its walks).
+        for ins in d.insns.iter_mut().filter(|ins| code.get(ins.off as usize) == Some(&RETURN)) {
+            ins.probe = Probe::Call;
+            d.nprobes += 1;
+        }
+    }
 
     // Exception table: every offset must be an instruction boundary.
     for k in 0..nexc {
@@ -289,6 +302,7 @@ pub(crate) fn rewrite_method<'a>(
         }
         let line = line_at(&s.lines, has_lnt, lp, ins.off);
         let (api, target) = match kind {
+            SiteKind::Call if code.get(ins.off as usize) == Some(&RETURN) => (false, super::finalizer_register_key()),
             SiteKind::Call => invoke_target(code, ins.off, &pool.cp),
             SiteKind::Alloc => (false, super::ANY_TARGET),
         };

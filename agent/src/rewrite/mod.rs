@@ -8,7 +8,8 @@
 //!   push methodId (int); invokestatic lucce/Runtime.enter(I)J; lstore CTX
 //!   invokestatic lucce/Runtime.version()J; lstore VER
 //!   CTX and VER are two new long locals appended after the method's max_locals.
-//! - before every invoke instruction (invokevirtual/special/static/interface/dynamic):
+//! - before every invoke instruction (invokevirtual/special/static/interface/dynamic), and before
+//!   the `return` of `java/lang/Object.<init>` (the JVM calls `Finalizer.register` from there):
 //!   push siteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.call(IJJ)V
 //! - right after every allocation (new, newarray, anewarray, multianewarray):
 //!   push allocSiteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.alloc(IJJ)V
@@ -116,6 +117,12 @@ pub fn target_key(name: &str, descriptor: &str) -> u64 {
     let mut h = rustc_hash::FxHasher::default();
     (name, descriptor).hash(&mut h);
     h.finish().max(1)
+}
+
+/// The `target` of the call site at the `return` of `Object.<init>`, from which the JVM calls
+/// `Finalizer.register` for an object whose class has a finalizer.
+pub fn finalizer_register_key() -> u64 {
+    target_key("register", "(Ljava/lang/Object;)V")
 }
 
 /// Why a method with code was left unchanged.
