@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 
-use lucce_encoder::{Context, Encoder, EncoderConfig, MethodId, MethodMeta, SiteId, SiteKind, SiteMeta};
+use lucce_encoder::{Context, Encoder, EncoderConfig, MethodId, MethodMeta, Refused, SiteId, SiteKind, SiteMeta};
 use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHandle, WriterOptions, WriterReport};
 use rustc_hash::FxHashMap;
 
@@ -374,31 +374,45 @@ impl Recorder {
         Registry::starting_at(m.0, s.0)
     }
 
-    /// A class's methods and sites, as the rewriter registered them (the publish sink).
+    /// A class's methods and sites, as the rewriter registered them (the publish sink): one
+    /// hand-over to the encoder and the store for the whole class.
     pub fn define(&self, methods: &[(u32, MethodRecord)], sites: &[(u32, SiteRecord)]) {
-        for (id, m) in methods {
-            let meta = MethodMeta {
-                class: dotted(m.class()),
-                name: m.name().to_string(),
-                descriptor: m.descriptor().to_string(),
-                source_file: m.source_file().map(str::to_string),
-                access_flags: m.access_flags,
-            };
-            if let Err(e) = self.encoder.define_method(MethodId(*id), &meta) {
-                self.error(format_args!("method {id}: {e}"));
-            }
-        }
+        // The methods of a class share its name: converted once.
+        let mut class: Option<(&str, String)> = None;
+        let metas = methods
+            .iter()
+            .map(|(id, m)| {
+                let dotted = match &class {
+                    Some((internal, d)) if *internal == m.class() => d.clone(),
+                    _ => class.insert((m.class(), dotted(m.class()))).1.clone(),
+                };
+                let meta = MethodMeta {
+                    class: dotted,
+                    name: m.name().to_string(),
+                    descriptor: m.descriptor().to_string(),
+                    source_file: m.source_file().map(str::to_string),
+                    access_flags: m.access_flags,
+                };
+                (MethodId(*id), meta)
+            })
+            .collect();
         for (id, _) in sites.iter().filter(|(_, s)| s.api) {
             self.api_sites.insert(*id);
         }
-        for (id, s) in sites {
-            let kind = match s.kind {
-                SiteKindTag::Call => SiteKind::Call,
-                SiteKindTag::Alloc => SiteKind::Alloc,
-            };
-            let meta = SiteMeta { method: MethodId(s.method), kind, bci: s.bci, line: s.line };
-            if let Err(e) = self.encoder.define_site(SiteId(*id), &meta) {
-                self.error(format_args!("site {id}: {e}"));
+        let site_metas = sites
+            .iter()
+            .map(|(id, s)| {
+                let kind = match s.kind {
+                    SiteKindTag::Call => SiteKind::Call,
+                    SiteKindTag::Alloc => SiteKind::Alloc,
+                };
+                (SiteId(*id), SiteMeta { method: MethodId(s.method), kind, bci: s.bci, line: s.line })
+            })
+            .collect();
+        for refused in self.encoder.define_all(metas, site_metas) {
+            match refused {
+                Refused::Method(id, e) => self.error(format_args!("method {}: {e}", id.0)),
+                Refused::Site(id, e) => self.error(format_args!("site {}: {e}", id.0)),
             }
         }
     }

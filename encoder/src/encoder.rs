@@ -54,6 +54,13 @@ impl Default for EncoderConfig {
     }
 }
 
+/// A method or site that [`Encoder::define_all`] did not define, and why.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    Method(MethodId, EncodeError),
+    Site(SiteId, EncodeError),
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum EncodeError {
     #[error("unknown site id {0}")]
@@ -112,6 +119,37 @@ const NO_METHOD: u32 = u32::MAX;
 impl State {
     fn defined_method(&self, i: usize) -> bool {
         self.nodes.get(i).is_some_and(|n| n.defined)
+    }
+
+    /// Marks method `id` defined, growing the nodes up to it.
+    fn define_method(&mut self, id: MethodId) -> Result<(), EncodeError> {
+        let i = id.0 as usize;
+        if i < self.nodes.len() && self.defined_method(i) {
+            return Err(EncodeError::Redefined(id.0));
+        }
+        if self.nodes.len() <= i {
+            // A new node's position is its id: the order is always a permutation of the ids.
+            let len = self.nodes.len();
+            self.nodes.extend((len..=i).map(|j| Node::new(j, false)));
+        }
+        self.nodes[i].defined = true;
+        Ok(())
+    }
+
+    /// Gives site `id` to `method`, which must be defined.
+    fn define_site(&mut self, id: SiteId, method: MethodId) -> Result<(), EncodeError> {
+        if !self.defined_method(method.0 as usize) {
+            return Err(EncodeError::UnknownMethod(method.0));
+        }
+        let i = id.0 as usize;
+        if self.site_owner.get(i).is_some_and(|m| m.0 != NO_METHOD) {
+            return Err(EncodeError::Redefined(id.0));
+        }
+        if self.site_owner.len() <= i {
+            self.site_owner.resize(i + 1, MethodId(NO_METHOD));
+        }
+        self.site_owner[i] = method;
+        Ok(())
     }
 }
 
@@ -238,16 +276,7 @@ impl<S: GraphSink> Encoder<S> {
     /// ahead of registering them). Ids skipped over stay unknown; defining an id twice is refused.
     pub fn define_method(&self, id: MethodId, meta: &MethodMeta) -> Result<(), EncodeError> {
         let mut st = self.lock();
-        let i = id.0 as usize;
-        if i < st.nodes.len() && st.defined_method(i) {
-            return Err(EncodeError::Redefined(id.0));
-        }
-        if st.nodes.len() <= i {
-            // A new node's position is its id: the order is always a permutation of the ids.
-            let len = st.nodes.len();
-            st.nodes.extend((len..=i).map(|j| Node::new(j, false)));
-        }
-        st.nodes[i].defined = true;
+        st.define_method(id)?;
         self.sink.method(id, meta);
         Ok(())
     }
@@ -255,19 +284,22 @@ impl<S: GraphSink> Encoder<S> {
     /// Adds a site under an id chosen by the caller; its method must be known.
     pub fn define_site(&self, id: SiteId, meta: &SiteMeta) -> Result<(), EncodeError> {
         let mut st = self.lock();
-        if !st.defined_method(meta.method.0 as usize) {
-            return Err(EncodeError::UnknownMethod(meta.method.0));
-        }
-        let i = id.0 as usize;
-        if st.site_owner.get(i).is_some_and(|m| m.0 != NO_METHOD) {
-            return Err(EncodeError::Redefined(id.0));
-        }
-        if st.site_owner.len() <= i {
-            st.site_owner.resize(i + 1, MethodId(NO_METHOD));
-        }
-        st.site_owner[i] = meta.method;
+        st.define_site(id, meta.method)?;
         self.sink.site(id, meta);
         Ok(())
+    }
+
+    /// [`Encoder::define_method`] for each of `methods`, then [`Encoder::define_site`] for each
+    /// of `sites` (a class's), under one lock and handed to the sink in one call: once per method
+    /// and site, the lock and the sink were most of the cost of loading a class in record mode.
+    /// What is refused is left out and comes back with its error.
+    pub fn define_all(&self, mut methods: Vec<(MethodId, MethodMeta)>, mut sites: Vec<(SiteId, SiteMeta)>) -> Vec<Refused> {
+        let mut refused = Vec::new();
+        let mut st = self.lock();
+        methods.retain(|(id, _)| st.define_method(*id).map_err(|e| refused.push(Refused::Method(*id, e))).is_ok());
+        sites.retain(|(id, meta)| st.define_site(*id, meta.method).map_err(|e| refused.push(Refused::Site(*id, e))).is_ok());
+        self.sink.methods_and_sites(methods, sites);
+        refused
     }
 
     /// The first unused method and site ids, for a runtime that numbers them itself.
@@ -591,6 +623,39 @@ mod tests {
             ords.sort_unstable();
             assert!(ords.iter().enumerate().all(|(i, &o)| o == i as u32), "positions stay a permutation of the ids");
         }
+    }
+
+    #[test]
+    fn define_all_refuses_like_one_by_one_and_hands_over_the_rest_at_once() {
+        #[derive(Default)]
+        struct Batches(Mutex<Vec<(Vec<u32>, Vec<u32>)>>);
+        impl GraphSink for Batches {
+            fn method(&self, _: MethodId, _: &MethodMeta) {}
+            fn site(&self, _: SiteId, _: &SiteMeta) {}
+            fn graph(&self, _: &GraphEvent) {}
+            fn methods_and_sites(&self, methods: Vec<(MethodId, MethodMeta)>, sites: Vec<(SiteId, SiteMeta)>) {
+                self.0.lock().unwrap().push((methods.iter().map(|m| m.0 .0).collect(), sites.iter().map(|s| s.0 .0).collect()));
+            }
+        }
+        let enc = Encoder::new(EncoderConfig::default(), Batches::default());
+        let (m0, s0) = enc.next_ids();
+        let meta = MethodMeta { class: "T".into(), name: "m".into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
+        let site = |m: u32| SiteMeta { method: MethodId(m), kind: SiteKind::Call, bci: 0, line: 1 };
+        enc.define_method(MethodId(m0.0), &meta).unwrap();
+        let refused = enc.define_all(
+            vec![(MethodId(m0.0), meta.clone()), (MethodId(m0.0 + 1), meta.clone()), (MethodId(m0.0 + 2), meta.clone()), (MethodId(m0.0 + 2), meta)],
+            vec![(SiteId(s0.0), site(m0.0 + 1)), (SiteId(s0.0 + 1), site(m0.0 + 9)), (SiteId(s0.0), site(m0.0 + 2))],
+        );
+        assert_eq!(
+            refused,
+            [
+                Refused::Method(MethodId(m0.0), EncodeError::Redefined(m0.0)),
+                Refused::Method(MethodId(m0.0 + 2), EncodeError::Redefined(m0.0 + 2)),
+                Refused::Site(SiteId(s0.0 + 1), EncodeError::UnknownMethod(m0.0 + 9)),
+                Refused::Site(SiteId(s0.0), EncodeError::Redefined(s0.0)),
+            ]
+        );
+        assert_eq!(*enc.sink().0.lock().unwrap(), [(vec![m0.0 + 1, m0.0 + 2], vec![s0.0])]);
     }
 
     #[test]

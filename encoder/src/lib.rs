@@ -15,7 +15,7 @@ mod ids;
 mod meta;
 
 pub use cache::{bucket_index, SiteCache, HASH_MUL, SLOT_BYTES, WAYS};
-pub use encoder::{EncodeError, Encoder, EncoderConfig, EncoderStats};
+pub use encoder::{EncodeError, Encoder, EncoderConfig, EncoderStats, Refused};
 pub use ids::{Context, MethodId, SiteId, ANCHOR_BIT};
 pub use meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta, ACC_HIDDEN_FRAME};
 

@@ -111,6 +111,13 @@ impl From<&MethodMeta> for MethodRecord {
     }
 }
 
+/// Without copying the strings.
+impl From<MethodMeta> for MethodRecord {
+    fn from(m: MethodMeta) -> Self {
+        MethodRecord { class: m.class, name: m.name, descriptor: m.descriptor, source_file: m.source_file, access_flags: m.access_flags }
+    }
+}
+
 impl From<&SiteMeta> for SiteRecord {
     fn from(s: &SiteMeta) -> Self {
         let kind = match s.kind {

@@ -97,6 +97,8 @@ impl Backlog {
 enum Msg {
     Method(u32, MethodRecord),
     Site(u32, SiteRecord),
+    /// A class's methods and sites, converted on the writer thread.
+    MethodsAndSites(Vec<(MethodId, MethodMeta)>, Vec<(SiteId, SiteMeta)>),
     Graph(GraphRecord),
     Events(Vec<EventRecord>),
     Thread(u32, String),
@@ -163,6 +165,9 @@ impl GraphSink for WriterHandle {
     }
     fn graph(&self, event: &GraphEvent) {
         let _ = self.tx.send(Msg::Graph(event.into()));
+    }
+    fn methods_and_sites(&self, methods: Vec<(MethodId, MethodMeta)>, sites: Vec<(SiteId, SiteMeta)>) {
+        let _ = self.tx.send(Msg::MethodsAndSites(methods, sites));
     }
 }
 
@@ -375,6 +380,15 @@ impl WriterThread {
         match msg {
             Msg::Method(id, r) => push_dense(&mut self.methods, id as u64, r, block, db),
             Msg::Site(id, r) => push_dense(&mut self.sites, id as u64, r, block, db),
+            Msg::MethodsAndSites(methods, sites) => {
+                for (id, m) in methods {
+                    push_dense(&mut self.methods, id.0 as u64, m.into(), block, db)?;
+                }
+                for (id, s) in sites {
+                    push_dense(&mut self.sites, id.0 as u64, (&s).into(), block, db)?;
+                }
+                Ok(())
+            }
             Msg::Graph(r) => {
                 let id = match r {
                     GraphRecord::Update { version, .. } | GraphRecord::NumCC { version, .. } | GraphRecord::Anchor { version, .. } => {

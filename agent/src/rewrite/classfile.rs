@@ -170,6 +170,13 @@ impl<'a> ConstPool<'a> {
         self.name_and_type(be_u16(self.bytes, o + 2)?)
     }
 
+    /// The first Class entry named `name` (the one [`ConstPool::class_index`] maps it to).
+    pub fn find_class(&self, name: &[u8]) -> Option<u16> {
+        (1..self.tags.len())
+            .find(|&i| self.tags[i] == TAG_CLASS && self.class_name(i as u16) == Some(name))
+            .map(|i| i as u16)
+    }
+
     /// All Class entries by name, for reusing them instead of appending duplicates.
     pub fn class_index(&self) -> FxHashMap<&'a [u8], u16> {
         // Sized once (no rehashing while filling); a few appended names fit in the slack.

@@ -43,6 +43,26 @@ pub(crate) struct Scratch<'a> {
     pushes: Vec<Option<IntPush>>,
     /// Sub-attributes of the Code attribute: (whole, info, kind).
     sub: Vec<(Range<usize>, Range<usize>, u8)>,
+    /// What the class's invoked constant-pool entries call (see [`Targets`]).
+    targets: Targets,
+}
+
+/// Per class, [`invoke_target`]'s answer for each constant-pool entry already invoked: most
+/// entries are invoked from several sites, and the answer decodes and hashes two strings.
+#[derive(Default)]
+struct Targets {
+    /// By constant-pool index: 0 if not known yet, else 1 + its index in `known`.
+    slot: Vec<u16>,
+    known: Vec<Target>,
+}
+
+#[derive(Clone, Copy)]
+struct Target {
+    /// Computed for an invokedynamic (which reads the entry as an InvokeDynamic entry).
+    indy: bool,
+    /// The entry names a method of `lucce/Lucce`.
+    lucce_api: bool,
+    key: u64,
 }
 
 impl Scratch<'_> {
@@ -57,8 +77,17 @@ impl Scratch<'_> {
             lines: self.lines,
             pushes: self.pushes,
             sub: self.sub,
+            targets: Targets {
+                slot: clear(self.targets.slot),
+                known: clear(self.targets.known),
+            },
         }
     }
+}
+
+fn clear<T>(mut v: Vec<T>) -> Vec<T> {
+    v.clear();
+    v
 }
 
 const ATTR_OTHER: u8 = 0;
@@ -303,7 +332,7 @@ pub(crate) fn rewrite_method<'a>(
         let line = line_at(&s.lines, has_lnt, lp, ins.off);
         let (api, target) = match kind {
             SiteKind::Call if code.get(ins.off as usize) == Some(&RETURN) => (false, super::finalizer_register_key()),
-            SiteKind::Call => invoke_target(code, ins.off, &pool.cp),
+            SiteKind::Call => invoke_target(code, ins.off, &pool.cp, &mut s.targets),
             SiteKind::Alloc => (false, super::ANY_TARGET),
         };
         let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api, target });
@@ -449,28 +478,54 @@ pub(crate) fn rewrite_method<'a>(
 /// Of the invoke at `off`: whether it is an invokestatic of a method of `lucce/Lucce`, and the
 /// [`super::target_key`] of the name and descriptor it references ([`super::ANY_TARGET`] for a
 /// method of `MethodHandle` or `VarHandle`, or when unreadable).
-fn invoke_target(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>) -> (bool, u64) {
+fn invoke_target(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>, known: &mut Targets) -> (bool, u64) {
     const INVOKESTATIC: u8 = 0xB8;
     const INVOKEDYNAMIC: u8 = 0xBA;
     let o = off as usize;
     let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return (false, super::ANY_TARGET) };
-    let (class, nat) = if op == INVOKEDYNAMIC {
-        (None, cp.dynamic_nat(idx))
-    } else {
-        match cp.member_ref(idx) {
-            Some((class, n, d)) => (Some(class), Some((n, d))),
-            None => (None, None),
+    let indy = op == INVOKEDYNAMIC;
+    if known.slot.len() != cp.count() as usize {
+        // The first site of the class (the cache is emptied between classes).
+        known.slot.clear();
+        known.slot.resize(cp.count() as usize, 0);
+    }
+    // Slot 0 (not known) wraps to an index `get` refuses.
+    let t = match known.slot.get(idx as usize).and_then(|&k| known.known.get((k as usize).wrapping_sub(1))) {
+        Some(t) if t.indy == indy => *t,
+        _ => {
+            let t = Target::of(cp, idx, indy);
+            if let Some(k) = known.slot.get_mut(idx as usize) {
+                // At most one per entry of a pool of at most 65535: the slot fits a u16.
+                known.known.push(t);
+                *k = known.known.len() as u16;
+            }
+            t
         }
     };
-    let class = class.and_then(|c| cp.class_name(c));
-    let api = op == INVOKESTATIC && class == Some(b"lucce/Lucce");
-    if matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle")) {
-        return (api, super::ANY_TARGET);
+    (op == INVOKESTATIC && t.lucce_api, t.key)
+}
+
+impl Target {
+    /// What an invoke of entry `idx` (an invokedynamic when `indy`) calls.
+    fn of(cp: &super::classfile::ConstPool<'_>, idx: u16, indy: bool) -> Target {
+        let (class, nat) = if indy {
+            (None, cp.dynamic_nat(idx))
+        } else {
+            match cp.member_ref(idx) {
+                Some((class, n, d)) => (Some(class), Some((n, d))),
+                None => (None, None),
+            }
+        };
+        let class = class.and_then(|c| cp.class_name(c));
+        let lucce_api = class == Some(b"lucce/Lucce");
+        let key = if matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle")) {
+            super::ANY_TARGET
+        } else {
+            nat.and_then(|(n, d)| Some(super::target_key(&mutf8(cp.utf8(n)?), &mutf8(cp.utf8(d)?))))
+                .unwrap_or(super::ANY_TARGET)
+        };
+        Target { indy, lucce_api, key }
     }
-    let target = nat
-        .and_then(|(n, d)| Some(super::target_key(&mutf8(cp.utf8(n)?), &mutf8(cp.utf8(d)?))))
-        .unwrap_or(super::ANY_TARGET);
-    (api, target)
 }
 
 /// Adds frames after conditional branches that were widened into `if!cond; goto_w` when the

@@ -9,8 +9,11 @@ use super::probes::{RuntimeMethod, RuntimeRefs, RUNTIME_CLASS};
 pub(crate) struct PoolEdit<'a> {
     pub cp: ConstPool<'a>,
     pub app: CpAppender,
-    /// Class entries by name, built on first need (most classes never need it).
+    /// Class entries by name, built on first need (most classes never need it: the runtime
+    /// class, which every rewritten class needs, is looked up without it).
     classes: Option<FxHashMap<&'a [u8], u16>>,
+    /// The Class entry of the runtime class, once looked up or appended.
+    runtime_class: Option<u16>,
     /// Class entries appended for names that are not in the class bytes (array types).
     synthesized: FxHashMap<Vec<u8>, u16>,
     runtime: Option<RuntimeRefs>,
@@ -25,6 +28,7 @@ impl<'a> PoolEdit<'a> {
             cp,
             app,
             classes: None,
+            runtime_class: None,
             synthesized: FxHashMap::default(),
             runtime: None,
             probe_locals: None,
@@ -33,8 +37,7 @@ impl<'a> PoolEdit<'a> {
 
     /// A Class entry for `name` (an internal name or array descriptor), appended if missing.
     pub fn class(&mut self, name: &'a [u8]) -> u16 {
-        let cp = &self.cp;
-        let map = self.classes.get_or_insert_with(|| cp.class_index());
+        let map = Self::class_map(&mut self.classes, &self.cp, self.runtime_class);
         if let Some(&i) = map.get(name) {
             return i;
         }
@@ -56,12 +59,7 @@ impl<'a> PoolEdit<'a> {
             name.extend_from_slice(c);
             name.push(b';');
         }
-        let cp = &self.cp;
-        if let Some(&i) = self
-            .classes
-            .get_or_insert_with(|| cp.class_index())
-            .get(name.as_slice())
-        {
+        if let Some(&i) = Self::class_map(&mut self.classes, &self.cp, self.runtime_class).get(name.as_slice()) {
             return Some(i);
         }
         if let Some(&i) = self.synthesized.get(&name) {
@@ -73,12 +71,47 @@ impl<'a> PoolEdit<'a> {
         Some(i)
     }
 
+    /// The index of Class entries by name, built now if not yet (with the runtime class if that
+    /// was appended before); takes the fields it needs, so that the appender stays free.
+    fn class_map<'m>(
+        classes: &'m mut Option<FxHashMap<&'a [u8], u16>>,
+        cp: &ConstPool<'a>,
+        runtime_class: Option<u16>,
+    ) -> &'m mut FxHashMap<&'a [u8], u16> {
+        classes.get_or_insert_with(|| {
+            let mut map = cp.class_index();
+            if let Some(c) = runtime_class {
+                // A no-op when the pool had it: the index maps it to the same first entry.
+                map.entry(RUNTIME_CLASS.as_bytes()).or_insert(c);
+            }
+            map
+        })
+    }
+
+    /// [`PoolEdit::class`] of the runtime class, without indexing every Class entry: a scan
+    /// finds it (or finds that it is missing) at a fraction of the cost.
+    fn runtime_class(&mut self) -> u16 {
+        let name = RUNTIME_CLASS.as_bytes();
+        if self.classes.is_some() {
+            return self.class(name);
+        }
+        let c = match self.cp.find_class(name) {
+            Some(c) => c,
+            None => {
+                let u = self.app.utf8(name);
+                self.app.class(u)
+            }
+        };
+        self.runtime_class = Some(c);
+        c
+    }
+
     /// Methodrefs of the runtime methods, appended on first use.
     pub fn runtime_refs(&mut self) -> RuntimeRefs {
         if let Some(r) = self.runtime {
             return r;
         }
-        let class = self.class(RUNTIME_CLASS.as_bytes());
+        let class = self.runtime_class();
         let mut refs = RuntimeRefs::default();
         let mut desc_iijv = None;
         for m in [
