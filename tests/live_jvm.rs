@@ -626,26 +626,29 @@ fn walks_of(tmp: &Path, main: &str, property: &str, n: u32) -> u64 {
     walks.unwrap_or_else(|| panic!("no walk count in the agent log:\n{log_text}"))
 }
 
+/// A loop of 20,000 iterations of `main` (system property `property`) must not walk per
+/// iteration: under 2,000 walks more than one iteration.
+fn assert_loop_does_not_walk(main: &str, property: &str, what: &str) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let few = walks_of(tmp.path(), main, property, 1);
+    let many = walks_of(tmp.path(), main, property, 20_000);
+    assert!(many < few + 2_000, "20,000 {what} took {many} walks against {few} for one");
+}
+
 /// The JVM calls `Finalizer.register` from the `return` of `Object.<init>`: exact in every
 /// entry (sample=1), and from the call-site record that the rewriter puts before that `return`,
 /// not by a walk (and a safepoint to read the frame's locals) per finalizable object.
 #[test]
 fn finalizer_registration() {
     Scenario::new("LiveFinalizers").sample().expect(&["tracked-ctor-0", "finalizers-done-true"]).run();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let few = walks_of(tmp.path(), "LiveFinalizers", "finalizers.n", 1);
-    let many = walks_of(tmp.path(), "LiveFinalizers", "finalizers.n", 20_000);
-    assert!(many < few + 2_000, "20,000 finalizable objects took {many} walks against {few} for one");
+    assert_loop_does_not_walk("LiveFinalizers", "finalizers.n", "finalizable objects");
 }
 
 /// VarHandle and MethodHandle calls are linked straight to methods of other names; once known,
 /// such a pair must be entered from the call site's record, not by a walk per call.
 #[test]
 fn method_handle_calls_do_not_walk() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let few = walks_of(tmp.path(), "LiveHandles", "handles.n", 1);
-    let many = walks_of(tmp.path(), "LiveHandles", "handles.n", 20_000);
-    assert!(many < few + 2_000, "20,000 handle calls took {many} walks against {few} for one");
+    assert_loop_does_not_walk("LiveHandles", "handles.n", "handle calls");
 }
 
 #[test]

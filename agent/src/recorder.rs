@@ -696,7 +696,7 @@ impl Recorder {
             return;
         }
         let Ok(max) = self.jvmti.max_locals(m) else { return };
-        let kind = FrameKind::Instrumented { id, ctx_slot: max - 4 };
+        let kind = FrameKind::Instrumented { id, ctx_slot: max - jint::from(crate::rewrite::probes::EXTRA_LOCALS) };
         self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(m as usize, kind);
     }
 

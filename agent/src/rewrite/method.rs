@@ -213,7 +213,7 @@ pub(crate) fn rewrite_method<'a>(
         // (RegisterFinalizersAtInit): a call probe there gives that upcall the frame's record,
         // where it would otherwise walk and read the frame's locals, a safepoint each, for
         // every finalizable object (jython: almost all of its walks).
-        for ins in d.insns.iter_mut().filter(|ins| code.get(ins.off as usize) == Some(&RETURN)) {
+        for ins in d.insns.iter_mut().filter(|ins| ins.op == RETURN) {
             ins.probe = Probe::Call;
             d.nprobes += 1;
         }
@@ -331,7 +331,7 @@ pub(crate) fn rewrite_method<'a>(
         }
         let line = line_at(&s.lines, has_lnt, lp, ins.off);
         let (api, target) = match kind {
-            SiteKind::Call if code.get(ins.off as usize) == Some(&RETURN) => (false, super::finalizer_register_key()),
+            SiteKind::Call if ins.op == RETURN => (false, super::finalizer_register_key()),
             SiteKind::Call => invoke_target(code, ins.off, &pool.cp, &mut s.targets),
             SiteKind::Alloc => (false, super::ANY_TARGET),
         };
