@@ -70,6 +70,25 @@ proptest! {
     }
 }
 
+/// P gets a second caller after P → N → M → K were entered: P's numCC grows, and frames below
+/// P that kept its new version with the widths N and M had before would decode wrongly (encoder
+/// .rs, "Versions": a stay needs room for the caller's whole range).
+#[test]
+fn callees_of_a_method_whose_width_grew_decode_exactly() {
+    // Thread 0 starts in A, thread 1 in B; A → P, B → P, P → N → M → K.
+    let prog = program(&[vec![vec![2]], vec![vec![2]], vec![vec![3]], vec![vec![4]], vec![vec![5]], vec![]]);
+    let call = Op::Call { site: 0, target: 0 };
+    let mut ops = Vec::new();
+    for t in [0u8, 1, 0, 1] {
+        ops.extend([call, call, call, call, Op::Mark, Op::Return, Op::Return, Op::Return, Op::Return].map(|op| (t, op)));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    let events = run(&store, &prog, &ops, 1 << 62, 0);
+    assert_eq!(events, 4);
+    common::assert_all_exact(&store, events);
+}
+
 fn recursion_program() -> SynthProgram {
     // m0 → RECURSIVE (m1), which calls itself through two sites and leaves through a third.
     program(&[vec![vec![RECURSIVE]], vec![vec![RECURSIVE], vec![RECURSIVE], vec![2]], vec![]])

@@ -1,6 +1,6 @@
 //! The call graph at every version, as per-node histories: each node keeps its incoming edges
-//! (with the version that added them), and its numCC and lv values with the versions that set
-//! them. "As of version v" is a binary search. Chosen over a persistent map (imbl) because the
+//! (with the version that added them) and its numCC values with the versions that set them; the
+//! Link and Anchor records by version. "As of version v" is a binary search. Chosen over a persistent map (imbl) because the
 //! histories cost a few words per graph event and a lookup touches two cache lines.
 
 use std::fmt;
@@ -22,7 +22,15 @@ struct InEdge {
 struct Node {
     incoming: Vec<InEdge>,
     numcc: History,
-    lv: History,
+}
+
+/// A Link record: a frame of `callee` entered through `site` at this version has its caller at
+/// `caller_v` (lucce-encoder's encoder.rs, "Versions").
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    site: u32,
+    callee: u32,
+    caller_v: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +65,7 @@ pub struct Graph {
     methods: Vec<MethodRecord>,
     sites: Vec<SiteRecord>,
     nodes: Vec<Node>,
+    links: FxHashMap<u64, Link>,
     anchors: FxHashMap<u64, Anchor>,
     last_version: u64,
     edges: u64,
@@ -110,26 +119,28 @@ impl Graph {
                 Node { numcc, ..Node::default() }
             })
             .collect();
-        Graph { methods, sites, nodes, anchors: FxHashMap::default(), last_version: 0, edges: 0 }
+        Graph { methods, sites, nodes, links: FxHashMap::default(), anchors: FxHashMap::default(), last_version: 0, edges: 0 }
     }
 
     /// Applies the next graph event (versions must come in order, without gaps).
     pub fn apply(&mut self, r: &GraphRecord) -> Result<(), DecodeError> {
         let bad = |why: String| DecodeError::BadGraph(why);
         match *r {
-            GraphRecord::Update { version, site, callee, caller_lv, new_edge } => {
+            GraphRecord::Edge { version, site, callee } => {
                 self.expect_version(version)?;
                 let caller = self.sites.get(site as usize).ok_or_else(|| bad(format!("version {version}: unknown site {site}")))?.method;
                 if callee as usize >= self.nodes.len() || caller as usize >= self.nodes.len() {
                     return Err(bad(format!("version {version}: unknown method")));
                 }
-                if let Some(lv) = caller_lv {
-                    self.nodes[caller as usize].lv.push(version, lv);
+                self.nodes[callee as usize].incoming.push(InEdge { site, caller, added: version });
+                self.edges += 1;
+            }
+            GraphRecord::Link { version, site, callee, caller_v } => {
+                self.expect_version(version)?;
+                if site as usize >= self.sites.len() || callee as usize >= self.nodes.len() {
+                    return Err(bad(format!("link {version}: unknown site or method")));
                 }
-                if new_edge {
-                    self.nodes[callee as usize].incoming.push(InEdge { site, caller, added: version });
-                    self.edges += 1;
-                }
+                self.links.insert(version, Link { site, callee, caller_v });
             }
             GraphRecord::NumCC { version, method, numcc } => {
                 self.expect_version(version)?;
@@ -190,30 +201,32 @@ impl Graph {
         self.nodes[m as usize].numcc.at(v)
     }
 
-    fn lv_at(&self, m: u32, v: u64) -> u64 {
-        self.nodes[m as usize].lv.at(v)
-    }
-
-    /// One decoding step (the paper's De): the edge into `n` that the frame ⟨c, v⟩ came through.
+    /// One decoding step (the paper's De, with the version rule of lucce-encoder's encoder.rs,
+    /// "Versions"): the edge into `n` that the frame ⟨c, v⟩ came through, and the caller's context.
     pub(crate) fn step(&self, n: u32, c: u64, v: u64) -> Result<Step, DecodeError> {
+        let g = v & !ANCHOR_BIT;
         if v & ANCHOR_BIT != 0 {
-            let a = v & !ANCHOR_BIT;
-            return match self.anchors.get(&a) {
+            match self.anchors.get(&g) {
                 Some(an) if an.callee == n && c == 0 => {
-                    Ok(Step { site: an.site, caller: self.sites[an.site as usize].method, c: an.caller_c, v: an.caller_v })
+                    return Ok(Step { site: an.site, caller: self.sites[an.site as usize].method, c: an.caller_c, v: an.caller_v });
                 }
-                _ => Err(DecodeError::BadAnchor(a)),
-            };
+                Some(_) => {} // a frame below the anchored one, in its version
+                None => return Err(DecodeError::BadAnchor(g)),
+            }
         }
-        if v > self.last_version {
-            return Err(DecodeError::VersionBeyondStore { version: v, last: self.last_version });
+        if g > self.last_version {
+            return Err(DecodeError::VersionBeyondStore { version: g, last: self.last_version });
         }
         let node = self.nodes.get(n as usize).ok_or(DecodeError::UnknownMethod(n))?;
         let mut av = 0u64;
-        for e in node.incoming.iter().take_while(|e| e.added <= v) {
-            let width = self.numcc_at(e.caller, v);
+        for e in node.incoming.iter().take_while(|e| e.added <= g) {
+            let width = self.numcc_at(e.caller, g);
             if c < av.saturating_add(width) {
-                return Ok(Step { site: e.site, caller: e.caller, c: c - av, v: self.lv_at(e.caller, v) });
+                let caller_v = match self.links.get(&g) {
+                    Some(l) if l.site == e.site && l.callee == n => l.caller_v,
+                    _ => v,
+                };
+                return Ok(Step { site: e.site, caller: e.caller, c: c - av, v: caller_v });
             }
             av = av.saturating_add(width);
         }

@@ -2,8 +2,9 @@
 //! ⟨add, callee version⟩.
 //!
 //! Why a memo is exact: an update of edge ⟨p, l, n⟩ entered with caller version `v_in` produced
-//! ⟨c + add, v_out⟩ where graph `v_out` has lv(p) = v_in and av(e) = add. Graph versions are
-//! persistent, so the same answer stays decodable for any later caller context ⟨c, v_in⟩ at the
+//! ⟨c + add, v_out⟩ where either v_out = v_in and av(e) = add at v_in (a stay), or graph `v_out`
+//! is a Link of ⟨site, callee⟩ to v_in with av(e) = add (encoder.rs, "Versions"). Graph versions
+//! are persistent, so the same answer stays decodable for any later caller context ⟨c, v_in⟩ at the
 //! same site and callee, whatever the graph did since. The steady-state path is therefore one
 //! seqlock read of this table.
 //!

@@ -28,8 +28,33 @@
 //! order (Pearce and Kelly, "A dynamic topological sort algorithm for directed acyclic graphs",
 //! JEA 2007): an edge that agrees with the order costs nothing; otherwise only the nodes between
 //! the two positions are searched. The decoder needs no change: anchors carry their caller.
+//!
+//! # Versions: a callee stays in its caller's version when it can
+//! Departure from the paper, whose Update sets lv(p) ← v at every entry and gives the callee the
+//! current version, so that the decoder finds a caller's version as lv(p) in the callee's. Every
+//! entry from a frame of p whose version differs from lv(p) then makes a new version, and the
+//! versions multiply like the calling contexts themselves (FOP: 1.76M versions for 46k edges,
+//! each a locked entry, a log record and a memo entry that the caches do not hold).
+//! Here an entry of n through e = ⟨p, site⟩ from a frame ⟨c, v⟩ (graph version g = v without
+//! the anchor bit) is one of two cases:
+//! - *stay*: e exists at g and [av(e, g), av(e, g) + numCC_g(p)) lies within numCC_g(n). The
+//!   callee gets ⟨c + av(e, g), v⟩: nothing is logged, and everything below a hot frame shares
+//!   its version.
+//! - *link*: otherwise. The edge is added if new, numCC(n) is recomputed from the callers'
+//!   current numCC, and a Link record ⟨w, site, callee, v⟩ at a fresh version w says that a
+//!   frame of `callee` entered through `site` at w has its caller at v. The callee gets
+//!   ⟨c + av(e, w), w⟩.
+//!
+//! The decoder, at a frame of n with ⟨c, V⟩ (g = V without the anchor bit): an anchor's callee
+//! with c = 0 steps to the anchor's caller; otherwise e = prev(n, c, g), the caller has callId
+//! c − av(e, g) and version V, unless the Link at g names e's site and n, in which case the
+//! caller's version is the Link's. Why the Link is never mistaken: frames at a link version w
+//! are the link's callee and frames below it entered by stays, all in one segment, whose edges
+//! are counted edges, i.e. a path in a DAG; so n occurs once on it. Why the ranges are right:
+//! every frame's callId is below its method's numCC at the frame's version (a stay checks it, a
+//! link recomputes numCC(n) ≥ av + numCC(p), numCC only grows, an anchor has c = 0 and
+//! numCC ≥ 1), so c − av(e) falls in e's range at g and nowhere else.
 
-use std::collections::hash_map::Entry;
 use std::sync::{Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
@@ -90,12 +115,16 @@ pub struct EncoderStats {
 
 struct Node {
     numcc: u64,
-    lv: u64,
+    /// Every numCC value with the version that set it (ascending): a callee stays in its
+    /// caller's version only if the widths of that version allow it (see "Versions").
+    numcc_history: Vec<(u64, u64)>,
     /// False for ids skipped over by [`Encoder::define_method`].
     defined: bool,
     /// Callers of the incoming (counted, non-back) edges, in the fixed (insertion) order that
     /// defines av.
     incoming: Vec<MethodId>,
+    /// The version that added each edge of `incoming` (ascending).
+    incoming_added: Vec<u64>,
     /// Callees of the outgoing counted edges (for the cycle check).
     outgoing: Vec<MethodId>,
     /// Position in a topological order of the counted edges: caller before callee.
@@ -106,7 +135,24 @@ struct Node {
 
 impl Node {
     fn new(ord: usize, defined: bool) -> Node {
-        Node { numcc: 0, lv: 0, defined, incoming: Vec::new(), outgoing: Vec::new(), ord: ord as u32, mark: 0 }
+        Node {
+            numcc: 0,
+            numcc_history: Vec::new(),
+            defined,
+            incoming: Vec::new(),
+            incoming_added: Vec::new(),
+            outgoing: Vec::new(),
+            ord: ord as u32,
+            mark: 0,
+        }
+    }
+
+    /// numCC as of version `g` (0 before the first value).
+    fn numcc_at(&self, g: u64) -> u64 {
+        match self.numcc_history.partition_point(|&(ver, _)| ver <= g) {
+            0 => 0,
+            i => self.numcc_history[i - 1].1,
+        }
     }
 }
 
@@ -215,7 +261,12 @@ impl<S: GraphSink> Encoder<S> {
                 source_file: None,
                 access_flags: 0,
             });
-            enc.lock().nodes[m.0 as usize].numcc = 1;
+            {
+                let mut st = enc.lock();
+                let root = &mut st.nodes[m.0 as usize];
+                root.numcc = 1;
+                root.numcc_history.push((0, 1));
+            }
             let s = enc
                 .register_site(SiteMeta { method: m, kind: SiteKind::Call, bci: 0, line: -1 })
                 .expect("root method was just registered");
@@ -406,65 +457,72 @@ impl<S: GraphSink> Encoder<S> {
 }
 
 impl State {
-    /// One step of Algorithm 1 under the lock. Returns ⟨av(e), version⟩ for the callee.
-    ///
-    /// Departure from the paper's ordering, for exactness with recursion: lv(p) ← v_in and the
-    /// new edge get one version w; av(e) is read in w and w is what the callee's context
-    /// carries; only then is numCC(callee) recomputed, at a version of its own. With a recursive
-    /// edge the callee is its own caller, so reading av after its numCC changed would give the
-    /// recursive edge a different width in the log than the one used for the sum.
-    /// Invariant (why the order is exact): a frame's callId is below its method's numCC in
-    /// every version after the update that created the frame completed.
+    /// One step of Algorithm 1 under the lock: ⟨av(e), version⟩ for the callee entered through
+    /// `site` (in `p`) from a frame of version `v_in` (see "Versions" for the two cases).
     ///
     /// A back edge changes nothing and returns an addition value of `limit`, so that every entry
     /// through it, cached or not, takes the anchor path.
     fn update(&mut self, sink: &impl GraphSink, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64) -> (u64, u64) {
-        match self.edges.get(&(site.0, n.0)).copied() {
+        let idx = match self.edges.get(&(site.0, n.0)).copied() {
             Some(BACK_EDGE) => return (limit, 0),
-            Some(_) => {}
+            Some(i) => Some(i as usize),
             None if self.closes_cycle(p, n) => {
                 self.edges.insert((site.0, n.0), BACK_EDGE);
                 self.back_edges += 1;
                 return (limit, 0);
             }
-            None => self.nodes[p.0 as usize].outgoing.push(n),
-        }
-        let caller_lv = {
-            let pn = &mut self.nodes[p.0 as usize];
-            (pn.lv != v_in).then(|| {
-                pn.lv = v_in;
-                v_in
-            })
+            None => None,
         };
-        let (idx, new_edge) = match self.edges.entry((site.0, n.0)) {
-            Entry::Occupied(e) => (*e.get() as usize, false),
-            Entry::Vacant(e) => {
-                let incoming = &mut self.nodes[n.0 as usize].incoming;
-                incoming.push(p);
-                e.insert(incoming.len() as u32 - 1);
-                (incoming.len() - 1, true)
+        if let Some(i) = idx {
+            if let Some(add) = self.stay(p, n, i, v_in & !ANCHOR_BIT, limit) {
+                return (add, v_in);
             }
-        };
-        if caller_lv.is_some() || new_edge {
-            self.version += 1;
-            sink.graph(&GraphEvent::Update { version: self.version, site, callee: n, caller_lv, new_edge });
         }
-        let w = self.version;
-        // av(e) and the new numCC(n) in one pass, both with the numCC values of version w.
+        let i = idx.unwrap_or_else(|| {
+            self.version += 1;
+            sink.graph(&GraphEvent::Edge { version: self.version, site, callee: n });
+            self.nodes[p.0 as usize].outgoing.push(n);
+            let node = &mut self.nodes[n.0 as usize];
+            node.incoming.push(p);
+            node.incoming_added.push(self.version);
+            self.edges.insert((site.0, n.0), node.incoming.len() as u32 - 1);
+            node.incoming.len() - 1
+        });
+        // av(e) and numCC(n) in one pass, with the callers' current numCC.
         let (mut sum, mut add) = (0u64, 0u64);
         for (j, q) in self.nodes[n.0 as usize].incoming.iter().enumerate() {
-            if j == idx {
+            if j == i {
                 add = sum;
             }
             sum = sum.saturating_add(self.nodes[q.0 as usize].numcc);
         }
         let numcc = sum.min(limit);
         if self.nodes[n.0 as usize].numcc != numcc {
-            self.nodes[n.0 as usize].numcc = numcc;
             self.version += 1;
+            let node = &mut self.nodes[n.0 as usize];
+            node.numcc = numcc;
+            node.numcc_history.push((self.version, numcc));
             sink.graph(&GraphEvent::NumCC { version: self.version, method: n, numcc });
         }
-        (add, w)
+        self.version += 1;
+        sink.graph(&GraphEvent::Link { version: self.version, site, callee: n, caller_v: v_in });
+        (add, self.version)
+    }
+
+    /// av(e) as of version `g` for the edge `incoming[i]` of `n`, if a callee entered through it
+    /// from any frame of `p` at `g` can keep `g`: the edge exists at `g`, and its whole range
+    /// [av, av + numCC(p)) lies within numCC(n) at `g` (so the callee's own callId stays below
+    /// its numCC, which its callees' ranges rely on). numCC saturated at the limit always has
+    /// room: the overflow rule keeps callIds below it.
+    fn stay(&self, p: MethodId, n: MethodId, i: usize, g: u64, limit: u64) -> Option<u64> {
+        let node = &self.nodes[n.0 as usize];
+        if node.incoming_added[i] > g {
+            return None;
+        }
+        // Edges are appended in version order, so every edge before `i` exists at `g` too.
+        let add = node.incoming[..i].iter().fold(0u64, |sum, q| sum.saturating_add(self.nodes[q.0 as usize].numcc_at(g)));
+        let room = node.numcc_at(g);
+        (room >= limit || add.saturating_add(self.nodes[p.0 as usize].numcc_at(g)) <= room).then_some(add)
     }
 
     /// Whether the edge p → n would close a cycle of counted edges. When it would not, the

@@ -45,16 +45,11 @@ pub struct SiteMeta {
 /// One change of the call graph, at its own version. Versions start at 1 and have no gaps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphEvent {
-    /// Entering `callee` through `site` changed the caller's lv, or added the edge, or both.
-    Update {
-        version: u64,
-        site: SiteId,
-        callee: MethodId,
-        /// New lv of the site's method (the caller), if it changed.
-        caller_lv: Option<u64>,
-        /// The edge ⟨caller, site, callee⟩ was added as the last incoming edge of `callee`.
-        new_edge: bool,
-    },
+    /// The counted edge ⟨site, callee⟩ was added as the last incoming edge of `callee`.
+    Edge { version: u64, site: SiteId, callee: MethodId },
+    /// A frame of `callee` entered through `site` with this version has its caller at version
+    /// `caller_v` (encoder.rs, "Versions").
+    Link { version: u64, site: SiteId, callee: MethodId, caller_v: u64 },
     /// numCC of `method` was recomputed to a new value.
     NumCC { version: u64, method: MethodId, numcc: u64 },
     /// Entering `callee` through `site` from a caller frame ⟨caller_c, caller_v⟩ would have given
@@ -66,7 +61,7 @@ pub enum GraphEvent {
 impl GraphEvent {
     pub fn version(&self) -> u64 {
         match *self {
-            GraphEvent::Update { version, .. } | GraphEvent::NumCC { version, .. } | GraphEvent::Anchor { version, .. } => version,
+            GraphEvent::Edge { version, .. } | GraphEvent::Link { version, .. } | GraphEvent::NumCC { version, .. } | GraphEvent::Anchor { version, .. } => version,
         }
     }
 }

@@ -29,5 +29,6 @@ pub use writer::{StoreWriter, WriterHandle, WriterOptions, WriterReport};
 /// First bytes of the header's `magic` key.
 pub const MAGIC: &[u8] = b"lucce-store";
 /// The store format this build reads and writes.
-/// 1: uncompressed sled pages; 2: zstd-compressed pages (same records).
-pub const FORMAT_VERSION: u32 = 2;
+/// 1: uncompressed sled pages; 2: zstd-compressed pages (same records); 3: graph records Edge
+/// and Link instead of Update (a callee stays in its caller's version when it can).
+pub const FORMAT_VERSION: u32 = 3;

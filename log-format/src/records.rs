@@ -34,9 +34,21 @@ pub struct SiteRecord {
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphRecord {
-    Update { version: u64, site: u32, callee: u32, caller_lv: Option<u64>, new_edge: bool },
+    Edge { version: u64, site: u32, callee: u32 },
+    Link { version: u64, site: u32, callee: u32, caller_v: u64 },
     NumCC { version: u64, method: u32, numcc: u64 },
     Anchor { version: u64, site: u32, callee: u32, caller_c: u64, caller_v: u64 },
+}
+
+impl GraphRecord {
+    pub fn version(&self) -> u64 {
+        match *self {
+            GraphRecord::Edge { version, .. }
+            | GraphRecord::Link { version, .. }
+            | GraphRecord::NumCC { version, .. }
+            | GraphRecord::Anchor { version, .. } => version,
+        }
+    }
 }
 
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -132,8 +144,9 @@ impl From<&SiteMeta> for SiteRecord {
 impl From<&GraphEvent> for GraphRecord {
     fn from(e: &GraphEvent) -> Self {
         match *e {
-            GraphEvent::Update { version, site, callee, caller_lv, new_edge } => {
-                GraphRecord::Update { version, site: site.0, callee: callee.0, caller_lv, new_edge }
+            GraphEvent::Edge { version, site, callee } => GraphRecord::Edge { version, site: site.0, callee: callee.0 },
+            GraphEvent::Link { version, site, callee, caller_v } => {
+                GraphRecord::Link { version, site: site.0, callee: callee.0, caller_v }
             }
             GraphEvent::NumCC { version, method, numcc } => GraphRecord::NumCC { version, method: method.0, numcc },
             GraphEvent::Anchor { version, site, callee, caller_c, caller_v } => {
@@ -146,8 +159,9 @@ impl From<&GraphEvent> for GraphRecord {
 impl From<&GraphRecord> for GraphEvent {
     fn from(r: &GraphRecord) -> Self {
         match *r {
-            GraphRecord::Update { version, site, callee, caller_lv, new_edge } => {
-                GraphEvent::Update { version, site: SiteId(site), callee: MethodId(callee), caller_lv, new_edge }
+            GraphRecord::Edge { version, site, callee } => GraphEvent::Edge { version, site: SiteId(site), callee: MethodId(callee) },
+            GraphRecord::Link { version, site, callee, caller_v } => {
+                GraphEvent::Link { version, site: SiteId(site), callee: MethodId(callee), caller_v }
             }
             GraphRecord::NumCC { version, method, numcc } => GraphEvent::NumCC { version, method: MethodId(method), numcc },
             GraphRecord::Anchor { version, site, callee, caller_c, caller_v } => GraphEvent::Anchor {

@@ -390,11 +390,7 @@ impl WriterThread {
                 Ok(())
             }
             Msg::Graph(r) => {
-                let id = match r {
-                    GraphRecord::Update { version, .. } | GraphRecord::NumCC { version, .. } | GraphRecord::Anchor { version, .. } => {
-                        version.wrapping_sub(1)
-                    }
-                };
+                let id = r.version().wrapping_sub(1);
                 push_dense(&mut self.graph, id, r, block, db)
             }
             Msg::Events(batch) => {
