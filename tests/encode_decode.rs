@@ -148,6 +148,10 @@ fn sixteen_real_threads_share_one_encoder_and_every_event_decodes() {
             });
         }
     });
+    // Both cases of an entry happen here, so the exactness below covers both (encoder.rs,
+    // "Versions"); with stays dead, every entry would link and decoding would still pass.
+    let stats = enc.stats();
+    assert!(stats.stays > 0 && stats.links > 0, "{stats:?}");
     drop(rt);
     drop(enc);
     writer.close().unwrap();

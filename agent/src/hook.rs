@@ -508,7 +508,7 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries, {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
@@ -517,6 +517,8 @@ impl Agent {
                 e.version,
                 e.anchors,
                 e.slow_entries,
+                e.stays,
+                e.links,
                 s.walks.load(Ordering::Relaxed),
                 s.location_sites.load(Ordering::Relaxed),
                 s.truncated.load(Ordering::Relaxed),

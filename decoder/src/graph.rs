@@ -1,7 +1,8 @@
 //! The call graph at every version, as per-node histories: each node keeps its incoming edges
 //! (with the version that added them) and its numCC values with the versions that set them; the
-//! Link and Anchor records by version. "As of version v" is a binary search. Chosen over a persistent map (imbl) because the
-//! histories cost a few words per graph event and a lookup touches two cache lines.
+//! Link and Anchor records by version. "As of version v" is a binary search. Chosen over a
+//! persistent map (imbl) because the histories cost a few words per graph event and a lookup
+//! touches two cache lines.
 
 use std::fmt;
 

@@ -111,12 +111,15 @@ pub struct EncoderStats {
     pub anchors: u64,
     /// Entries that missed the lock-free cache and took the lock.
     pub slow_entries: u64,
+    /// Of those, the ones that computed a stay, and the ones that logged a link (see "Versions").
+    pub stays: u64,
+    pub links: u64,
 }
 
 struct Node {
-    numcc: u64,
-    /// Every numCC value with the version that set it (ascending): a callee stays in its
-    /// caller's version only if the widths of that version allow it (see "Versions").
+    /// Every numCC value with the version that set it (ascending; the last is the current one):
+    /// a callee stays in its caller's version only if the widths of that version allow it (see
+    /// "Versions").
     numcc_history: Vec<(u64, u64)>,
     /// False for ids skipped over by [`Encoder::define_method`].
     defined: bool,
@@ -136,7 +139,6 @@ struct Node {
 impl Node {
     fn new(ord: usize, defined: bool) -> Node {
         Node {
-            numcc: 0,
             numcc_history: Vec::new(),
             defined,
             incoming: Vec::new(),
@@ -145,6 +147,11 @@ impl Node {
             ord: ord as u32,
             mark: 0,
         }
+    }
+
+    /// The current numCC (0 before the first value).
+    fn numcc(&self) -> u64 {
+        self.numcc_history.last().map_or(0, |&(_, numcc)| numcc)
     }
 
     /// numCC as of version `g` (0 before the first value).
@@ -217,6 +224,8 @@ struct State {
     /// ⟨site, callee, caller c, caller v⟩ → anchor version.
     anchors: FxHashMap<(u32, u32, u64, u64), u64>,
     slow_entries: u64,
+    stays: u64,
+    links: u64,
 }
 
 /// The encoder: thread safe, shared by every thread of the program.
@@ -250,6 +259,8 @@ impl<S: GraphSink> Encoder<S> {
                 memo: FxHashMap::default(),
                 anchors: FxHashMap::default(),
                 slow_entries: 0,
+                stays: 0,
+                links: 0,
             }),
             sink,
         };
@@ -263,9 +274,7 @@ impl<S: GraphSink> Encoder<S> {
             });
             {
                 let mut st = enc.lock();
-                let root = &mut st.nodes[m.0 as usize];
-                root.numcc = 1;
-                root.numcc_history.push((0, 1));
+                st.nodes[m.0 as usize].numcc_history.push((0, 1));
             }
             let s = enc
                 .register_site(SiteMeta { method: m, kind: SiteKind::Call, bci: 0, line: -1 })
@@ -452,6 +461,8 @@ impl<S: GraphSink> Encoder<S> {
             version: st.version,
             anchors: st.anchors.len() as u64,
             slow_entries: st.slow_entries,
+            stays: st.stays,
+            links: st.links,
         }
     }
 }
@@ -475,6 +486,7 @@ impl State {
         };
         if let Some(i) = idx {
             if let Some(add) = self.stay(p, n, i, v_in & !ANCHOR_BIT, limit) {
+                self.stays += 1;
                 return (add, v_in);
             }
         }
@@ -494,17 +506,16 @@ impl State {
             if j == i {
                 add = sum;
             }
-            sum = sum.saturating_add(self.nodes[q.0 as usize].numcc);
+            sum = sum.saturating_add(self.nodes[q.0 as usize].numcc());
         }
         let numcc = sum.min(limit);
-        if self.nodes[n.0 as usize].numcc != numcc {
+        if self.nodes[n.0 as usize].numcc() != numcc {
             self.version += 1;
-            let node = &mut self.nodes[n.0 as usize];
-            node.numcc = numcc;
-            node.numcc_history.push((self.version, numcc));
+            self.nodes[n.0 as usize].numcc_history.push((self.version, numcc));
             sink.graph(&GraphEvent::NumCC { version: self.version, method: n, numcc });
         }
         self.version += 1;
+        self.links += 1;
         sink.graph(&GraphEvent::Link { version: self.version, site, callee: n, caller_v: v_in });
         (add, self.version)
     }
@@ -734,7 +745,7 @@ mod tests {
         run(500);
         let after_first = enc.stats();
         assert_eq!(after_first.back_edges, 2);
-        assert_eq!(enc.lock().nodes[f.0 as usize].numcc, 1, "recursion does not grow numCC");
+        assert_eq!(enc.lock().nodes[f.0 as usize].numcc(), 1, "recursion does not grow numCC");
         run(500);
         assert_eq!(enc.stats().version, after_first.version, "a repeated recursion logs nothing");
         // Every anchored caller of the recursion has c = 0: the anchor table must tell them

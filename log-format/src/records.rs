@@ -42,12 +42,7 @@ pub enum GraphRecord {
 
 impl GraphRecord {
     pub fn version(&self) -> u64 {
-        match *self {
-            GraphRecord::Edge { version, .. }
-            | GraphRecord::Link { version, .. }
-            | GraphRecord::NumCC { version, .. }
-            | GraphRecord::Anchor { version, .. } => version,
-        }
+        GraphEvent::from(self).version()
     }
 }
 
