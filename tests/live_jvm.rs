@@ -671,6 +671,7 @@ fn class_initialization() {
             "clinit-thread-deeper",
             "enum-ctor-GREEN",
             "enum-clinit",
+            "clinit-from-leaf",
             "main-end",
         ])
         .run();

@@ -92,6 +92,15 @@ pub fn site_may_call(site: u32, method: u32) -> bool {
     }
 }
 
+/// Whether method id `id` is a leaf (`rewrite::MethodInfo::leaf`), and, given its internal class
+/// name, name and descriptor, that method.
+pub fn is_leaf(id: u32, named: Option<(&str, &str, &str)>) -> bool {
+    let Some(agent) = agent() else { return false };
+    let t = agent.registry.tables();
+    matches!(t.methods.get(id as usize), Some(Some(m)) if m.leaf
+        && named.is_none_or(|(class, name, desc)| m.class() == class && m.name() == name && m.descriptor() == desc))
+}
+
 /// The `target` key of a site the rewriter registered (see `rewrite::SiteInfo`).
 pub fn site_target(site: u32) -> Option<u64> {
     let t = agent()?.registry.tables();
@@ -152,7 +161,8 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         Some(out) => {
             let r = Recorder::create(jvmti, out.clone(), &options).map_err(SetupError::Store)?;
             let r: &'static Recorder = RECORDER.get_or_init(|| r);
-            let registry = r.registry();
+            // Record mode ignores allocations (for now): no probes for them.
+            let registry = r.registry().without_alloc_sites();
             registry.set_sink(Box::new(move |m, s| r.define(m, s)));
             counters.set_record_header(&r.tables());
             (Some(r), registry)

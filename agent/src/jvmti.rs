@@ -353,6 +353,16 @@ impl Jvmti {
         Ok(())
     }
 
+    /// An int local of the current thread's frame at `depth` (`GetLocalInt`, slot 22).
+    pub fn local_int(self, depth: jint, slot: jint) -> Result<jint, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut jint) -> JvmtiError;
+        let f = jvmti_fn!(self, 22, F);
+        let mut v: jint = 0;
+        // SAFETY: slot 22; a null thread is the current thread (allowed without suspension).
+        check(unsafe { f(self.0, std::ptr::null_mut(), depth, slot, &mut v) })?;
+        Ok(v)
+    }
+
     /// A long local of the current thread's frame at `depth` (`GetLocalLong`, slot 23).
     pub fn local_long(self, depth: jint, slot: jint) -> Result<jlong, Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut jlong) -> JvmtiError;

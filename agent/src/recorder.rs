@@ -86,6 +86,8 @@ enum Between {
 enum FrameKind {
     /// Rewritten and entered through its entry probe: method id, slot of its CTX local.
     Instrumented { id: u32, ctx_slot: jint },
+    /// A rewritten leaf (rewrite/probes.rs): it keeps no context, a walk computes it.
+    Leaf { id: u32 },
     /// lucce's own classes (the probe and API natives on top of the stack).
     Lucce,
     /// Native methods: invisible to lucce, and where the JVM's own upcalls start.
@@ -94,6 +96,9 @@ enum FrameKind {
     Invisible,
     /// A method replaced by the rewrite while this frame was running: nothing below is known.
     Obsolete,
+    /// A method of a wanted class that no walk has entered: a leaf (whose entries need not
+    /// walk, see `Runtime.leaf`) if its probe local says so, else unknown (as `Obsolete`).
+    Unlearned,
 }
 
 /// Who called: the frame's site and context, or a virtual root.
@@ -498,6 +503,11 @@ impl Recorder {
     fn enter_by_walk(&self, callee: MethodId, pending: Option<(u32, Context)>) -> Result<Context, lucce_encoder::EncodeError> {
         self.stats.walks.fetch_add(1, Ordering::Relaxed);
         let caller = self.walk(pending, Some(callee.0));
+        self.enter_from(caller, callee)
+    }
+
+    /// Algorithm 1 for entering `callee` from what a walk found.
+    fn enter_from(&self, caller: Caller, callee: MethodId) -> Result<Context, lucce_encoder::EncodeError> {
         match caller {
             Caller::Frame { site, ctx } => self.encoder.enter(SiteId(site), ctx, callee),
             Caller::Thread => self.encoder.enter_thread(callee),
@@ -510,11 +520,20 @@ impl Recorder {
 
     /// Walks the current thread's stack below lucce's own frames. With `callee`, the first
     /// visible frame is that method being entered: its jmethodID is learned and it is skipped.
+    ///
+    /// A leaf frame keeps no context (rewrite/probes.rs): the walk goes on below it to the leaf's
+    /// caller, and then computes the leaf's context by Algorithm 1 from there, as its entry would
+    /// have (with a location site: the leaf's entry dropped the pending record of its call).
+    /// Leaves are found only where the JVM called out of one (class loading, `<clinit>`), so
+    /// there are few per walk.
     fn walk(&self, pending: Option<(u32, Context)>, callee: Option<u32>) -> Caller {
-        TLS.with(|t| {
+        // Leaf frames passed over, innermost first: method id, jmethodID, location.
+        let mut leaves: Vec<(u32, jmethodID, i64)> = Vec::new();
+        let found = TLS.with(|t| {
             let mut stack = t.stack.borrow_mut();
             let mut start = 0;
             let mut callee_done = callee.is_none();
+            let (mut pending, mut callee) = (pending, callee);
             // What was passed over between the callee and its caller: with anything, the pending
             // record may be another frame's.
             let mut between = Between::Nothing;
@@ -534,22 +553,51 @@ impl Recorder {
                         }
                         continue;
                     }
-                    match kind {
+                    let leaf = match kind {
                         FrameKind::Instrumented { id, ctx_slot } => {
                             return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee)
                         }
+                        FrameKind::Leaf { id } => id,
+                        FrameKind::Unlearned => match self.learn_leaf(f, (start + i) as jint) {
+                            Some(id) => id,
+                            None => return Caller::Truncated,
+                        },
                         FrameKind::Obsolete => return Caller::Truncated,
-                        FrameKind::Invisible => between = between.max(Between::Hidden),
-                        FrameKind::Native => between = Between::Native,
-                        FrameKind::Lucce => {}
-                    }
+                        FrameKind::Invisible => {
+                            between = between.max(Between::Hidden);
+                            continue;
+                        }
+                        FrameKind::Native => {
+                            between = Between::Native;
+                            continue;
+                        }
+                        FrameKind::Lucce => continue,
+                    };
+                    // A leaf: the next frame to find is its caller.
+                    leaves.push((leaf, f.method, f.location));
+                    (pending, callee, between) = (None, Some(leaf), Between::Nothing);
                 }
                 if stack.len() < WALK_CHUNK {
                     return Caller::Thread;
                 }
                 start += stack.len();
             }
+        });
+        leaves.into_iter().rev().fold(found, |caller, (id, jm, location)| match self.enter_from(caller, MethodId(id)) {
+            Ok(ctx) => self.location_caller(id, jm, location, ctx),
+            Err(e) => {
+                self.error(format_args!("entering leaf method {id} in a walk: {e}"));
+                Caller::Truncated
+            }
         })
+    }
+
+    /// The frame of `method` at `location` in context `ctx`, as a caller through its location site.
+    fn location_caller(&self, method: u32, jm: jmethodID, location: i64, ctx: Context) -> Caller {
+        match self.location_site(method, jm, location) {
+            Some(site) => Caller::Frame { site, ctx },
+            None => Caller::Truncated,
+        }
     }
 
     /// The caller frame found by a walk: its site, and its context from the pending record or its
@@ -591,10 +639,7 @@ impl Recorder {
             Between::Hidden => true,
             Between::Native => false,
         };
-        let location = |ctx: Context| match self.location_site(id, f.method, f.location) {
-            Some(site) => Caller::Frame { site, ctx },
-            None => Caller::Truncated,
-        };
+        let location = |ctx: Context| self.location_caller(id, f.method, f.location, ctx);
         if let Some((site, pc)) = own.filter(|_| direct) {
             return if call_site_allowed(site) { Caller::Frame { site, ctx: pc } } else { location(pc) };
         }
@@ -679,7 +724,24 @@ impl Recorder {
         if self.unrewritten.read().unwrap_or_else(|e| e.into_inner()).contains(&key) {
             return FrameKind::Invisible;
         }
-        FrameKind::Obsolete
+        FrameKind::Unlearned
+    }
+
+    /// The method id of the unlearned frame `f` at `depth` if it is a leaf: its probe local (the
+    /// last) holds the id of a leaf the rewriter registered under this frame's class, name and
+    /// descriptor (so an int local of some other method cannot pass for one). Learned then.
+    fn learn_leaf(&self, f: &FrameInfo, depth: jint) -> Option<u32> {
+        let j = self.jvmti;
+        let mark_slot = j.max_locals(f.method).ok()? - jint::from(crate::rewrite::probes::LEAF_EXTRA_LOCALS);
+        let id = u32::try_from(j.local_int(depth, mark_slot).ok()?).ok()?;
+        let sig = j.method_declaring_class(f.method).and_then(|c| j.class_signature(c)).ok()?;
+        let class = sig.strip_prefix('L')?.strip_suffix(';')?;
+        let (name, desc) = j.method_name(f.method).ok()?;
+        if !crate::hook::is_leaf(id, Some((class, &name, &desc))) {
+            return None;
+        }
+        self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(f.method as usize, FrameKind::Leaf { id });
+        Some(id)
     }
 
     /// A method the rewriter left alone (`class` internal name, `method` = name + descriptor).
@@ -692,11 +754,15 @@ impl Recorder {
         // Known already (most walks): no JVMTI call, no write lock. A class redefined later gives
         // its methods new ids, which are learned anew.
         let known = self.frames.read().unwrap_or_else(|e| e.into_inner()).get(&(m as usize)).copied();
-        if matches!(known, Some(FrameKind::Instrumented { id: k, .. }) if k == id) {
+        if matches!(known, Some(FrameKind::Instrumented { id: k, .. } | FrameKind::Leaf { id: k }) if k == id) {
             return;
         }
-        let Ok(max) = self.jvmti.max_locals(m) else { return };
-        let kind = FrameKind::Instrumented { id, ctx_slot: max - jint::from(crate::rewrite::probes::EXTRA_LOCALS) };
+        let kind = if crate::hook::is_leaf(id, None) {
+            FrameKind::Leaf { id }
+        } else {
+            let Ok(max) = self.jvmti.max_locals(m) else { return };
+            FrameKind::Instrumented { id, ctx_slot: max - jint::from(crate::rewrite::probes::EXTRA_LOCALS) }
+        };
         self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(m as usize, kind);
     }
 

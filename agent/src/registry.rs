@@ -24,6 +24,8 @@ pub struct MethodRecord {
     name: (u32, u32),
     descriptor: (u32, u32),
     pub access_flags: u16,
+    /// See `rewrite::MethodInfo::leaf`.
+    pub leaf: bool,
 }
 
 impl MethodRecord {
@@ -58,6 +60,7 @@ impl std::fmt::Debug for MethodRecord {
             .field("descriptor", &self.descriptor())
             .field("source_file", &self.source_file())
             .field("access_flags", &self.access_flags)
+            .field("leaf", &self.leaf)
             .finish()
     }
 }
@@ -99,6 +102,8 @@ pub struct Registry {
     next_site: AtomicU32,
     tables: Mutex<Tables>,
     sink: OnceLock<PublishSink>,
+    /// See `SiteRegistry::alloc_sites`.
+    no_alloc_sites: bool,
 }
 
 impl Registry {
@@ -113,6 +118,12 @@ impl Registry {
         r.next_method.store(method, Ordering::Relaxed);
         r.next_site.store(site, Ordering::Relaxed);
         r
+    }
+
+    /// This registry asks the rewriter for no allocation probes.
+    pub fn without_alloc_sites(mut self) -> Self {
+        self.no_alloc_sites = true;
+        self
     }
 
     /// Sets the publish sink (once).
@@ -159,6 +170,7 @@ struct Pending {
     name: (u32, u32),
     descriptor: (u32, u32),
     access_flags: u16,
+    leaf: bool,
 }
 
 /// A registrar's lists, kept per thread between classes so that registering costs no
@@ -220,8 +232,8 @@ impl ClassRegistrar<'_> {
             let open: Arc<str> = Arc::from(b.text.as_str());
             for (id, p) in &b.pending {
                 let text = b.sealed.get(p.text as usize).unwrap_or(&open).clone();
-                let Pending { class, source, name, descriptor, access_flags, .. } = *p;
-                b.methods.push((*id, MethodRecord { text, class, source, name, descriptor, access_flags }));
+                let Pending { class, source, name, descriptor, access_flags, leaf, .. } = *p;
+                b.methods.push((*id, MethodRecord { text, class, source, name, descriptor, access_flags, leaf }));
             }
         }
         if let Some(sink) = self.reg.sink.get() {
@@ -265,6 +277,10 @@ fn put<T>(v: &mut Vec<Option<T>>, id: u32, x: T) {
 }
 
 impl SiteRegistry for ClassRegistrar<'_> {
+    fn alloc_sites(&self) -> bool {
+        !self.reg.no_alloc_sites
+    }
+
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
         let id = self.reg.next_method.fetch_add(1, Ordering::Relaxed);
         let b = &mut *self.bufs;
@@ -283,7 +299,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
         let name = b.text(m.name, None);
         let descriptor = b.text(m.descriptor, None);
         let text = b.sealed.len() as u32;
-        b.pending.push((id, Pending { text, class, source, name, descriptor, access_flags: m.access_flags }));
+        b.pending.push((id, Pending { text, class, source, name, descriptor, access_flags: m.access_flags, leaf: m.leaf }));
         id
     }
 
@@ -320,6 +336,7 @@ mod tests {
                                 descriptor: "()V",
                                 source_file: Some("X.java"),
                                 access_flags: 0,
+                                leaf: false,
                             });
                             r.site(mid, &SiteInfo { kind: SiteKind::Call, bci: 3, line: 7, api: false, target: crate::rewrite::ANY_TARGET });
                         }

@@ -16,9 +16,15 @@ use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
 struct Counter {
     methods: u32,
     sites: u32,
+    /// As in record mode: no allocation probes.
+    no_alloc_sites: bool,
 }
 
 impl SiteRegistry for Counter {
+    fn alloc_sites(&self) -> bool {
+        !self.no_alloc_sites
+    }
+
     fn method(&mut self, _m: &MethodInfo<'_>) -> u32 {
         self.methods += 1;
         self.methods - 1
@@ -101,14 +107,20 @@ fn run(every: usize) {
     }
     let second = t.elapsed();
 
+    // As record mode rewrites: without allocation probes (more methods are leaves).
+    let mut no_alloc = Counter { no_alloc_sites: true, ..Counter::default() };
+    let mut alloc_probes_left = 0;
     let mut check_errors = Vec::new();
     for (i, out) in &outputs {
-        if let Some(b) = out {
+        let no_alloc_out = rewrite_class(&classes[*i], &mut no_alloc).ok().and_then(|o| o.bytes);
+        for b in out.iter().chain(&no_alloc_out) {
             if let Err(e) = check_class(b) {
                 check_errors.push(format!("{}: {e}", files[*i].display()));
             }
         }
+        alloc_probes_left += no_alloc_out.map_or(0, |b| check_class(&b).map_or(0, |s| s.alloc_probes));
     }
+    assert_eq!(alloc_probes_left, 0, "allocation probes in classes rewritten without them");
     let pct = if methods == 0 {
         100.0
     } else {

@@ -3,7 +3,8 @@ import lucce.Lucce;
 /**
  * Static initializers run in the middle of a call: triggered by a static field read, a static
  * call, `new`, Class.forName and a nested initializer; a mark inside <clinit>; an initializer
- * that starts a thread which marks (and waits for it), an enum's initializer.
+ * that starts a thread which marks (and waits for it), an enum's initializer; initializers
+ * triggered from leaves (methods that call nothing, whose entries compute no context).
  */
 public class LiveClinit {
     static class ByField {
@@ -92,6 +93,25 @@ public class LiveClinit {
         static { Lucce.mark(T.here("enum-clinit")); }
     }
 
+    static class LeafInner {
+        static final int Z;
+        static {
+            Lucce.mark(T.here("clinit-from-leaf"));
+            Z = Integer.parseInt("5");
+        }
+    }
+
+    /** Its initializer is a leaf too (a field read, an add, a field write). */
+    static class LeafOuter {
+        static int w = LeafInner.Z + 1;
+    }
+
+    /** A leaf: it calls nothing, so the JVM's calls of the initializers are its only callees. */
+    static int leafRead(int k) {
+        int before = k * 3;
+        return LeafOuter.w + before;
+    }
+
     static int middle(int k) {
         int before = k + 1;
         int v = ByField.VALUE + before;
@@ -107,6 +127,7 @@ public class LiveClinit {
         Class.forName("LiveClinit$ByForName");
         System.out.println(StartsThread.STARTED);
         System.out.println(Color.GREEN.ordinal());
+        System.out.println(leafRead(1));
         Lucce.mark(T.here("main-end"));
     }
 }

@@ -182,6 +182,34 @@ public final class Runtime {
     }
 
     /**
+     * Entry of a leaf, a method without site probes (no invoke, no allocation): returns its
+     * method id, which the leaf keeps in its one probe local for walks. Nothing below a leaf reads
+     * its context except a walk (an upcall the JVM makes from it: class loading,
+     * {@code <clinit>}), which computes it then from the leaf's caller (agent/src/recorder.rs,
+     * walk). So in full encoding the entry only drops the caller's pending record, which no later
+     * entry may take as its own (written into the sink when the thread does not own its home
+     * slot: no branch). With sampling the same for every entry that is not a sample; a sample is
+     * an entry like any other. Counting mode counts it.
+     */
+    public static int leaf(int methodId) {
+        if (FAST) {
+            U.putInt(null, home() + 12L, 0);
+            return methodId;
+        }
+        if (SAMPLE != 0 && TID >= 0L) {
+            long s = home();
+            int n = U.getInt(null, s + 40L) + 1;
+            if (s != SINK && n < SAMPLE) {
+                U.putInt(null, s + 40L, n);
+                U.putInt(null, s + 12L, 0);
+                return methodId;
+            }
+        }
+        enterRest(methodId);
+        return methodId;
+    }
+
+    /**
      * The memo's answer for the pending record in slot `s` and callee `methodId`: consumes the
      * record and returns the callId. A miss goes straight to the agent; anything else (no record,
      * a writer inside, past the limit) is {@link #enterRest}, which repeats the lookup.

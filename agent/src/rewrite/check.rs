@@ -5,7 +5,8 @@
 //! ranges are ordered boundaries with a boundary handler, StackMapTable frames sit on
 //! instruction boundaries (strictly increasing) and Uninitialized types name a `new`,
 //! LineNumberTable offsets are inside the code, LocalVariable(Type)Table ranges are inside the
-//! code. It does not type-check (that is what running the JVM verifier in the tests is for).
+//! code, and a rewritten method's entry probe is the leaf one exactly when it has no site probe.
+//! It does not type-check (that is what running the JVM verifier in the tests is for).
 
 use super::classfile::{be_u16, for_each_attr, ClassFile, Reader};
 use super::code::{Decoded, OP_NEW};
@@ -20,6 +21,8 @@ pub struct CheckSummary {
     pub runtime_calls: u32,
     /// All invoke instructions (including the runtime calls).
     pub invokes: u32,
+    /// Calls of the runtime's `alloc`.
+    pub alloc_probes: u32,
 }
 
 fn err(m: &str, what: impl std::fmt::Display) -> String {
@@ -54,17 +57,30 @@ pub fn check_class(bytes: &[u8]) -> Result<CheckSummary, String> {
             .ok_or_else(|| err(&mname, "truncated code"))?;
         r.skip(code_len).ok_or_else(|| err(&mname, "truncated"))?;
         d.decode(code).map_err(|e| err(&mname, format!("{e:?}")))?;
+        // The runtime method the first runtime call names (the entry probe's), and how many
+        // site probes there are.
+        let mut entry: Option<&[u8]> = None;
+        let mut site_probes = 0;
         for ins in &d.insns {
             if (0xB6..=0xBA).contains(&ins.op) {
                 sum.invokes += 1;
                 if ins.op == 0xB8 {
                     let idx = be_u16(code, ins.off as usize + 1).unwrap_or(0);
-                    if let Some((c, _, _)) = cf.cp.member_ref(idx) {
+                    if let Some((c, n, _)) = cf.cp.member_ref(idx) {
                         if cf.cp.class_name(c) == Some(RUNTIME_CLASS.as_bytes()) {
                             sum.runtime_calls += 1;
+                            let name = cf.cp.utf8(n).unwrap_or(b"");
+                            entry.get_or_insert(name);
+                            site_probes += (name == b"call" || name == b"alloc") as u32;
+                            sum.alloc_probes += (name == b"alloc") as u32;
                         }
                     }
                 }
+            }
+        }
+        if let Some(entry) = entry {
+            if (entry == b"leaf") != (site_probes == 0) {
+                return Err(err(&mname, format!("entry probe {:?} with {site_probes} site probes", String::from_utf8_lossy(entry))));
             }
         }
         let nexc = r.u2().ok_or_else(|| err(&mname, "truncated"))? as usize;

@@ -208,6 +208,14 @@ impl Decoded {
         }
     }
 
+    /// Unmarks the allocation probe points (the instructions stay as they are).
+    pub fn drop_alloc_probes(&mut self) {
+        for ins in self.insns.iter_mut().filter(|ins| ins.probe == Probe::Alloc) {
+            ins.probe = Probe::None;
+            self.nprobes -= 1;
+        }
+    }
+
     /// Decodes `code`, marking probe points. Branch targets must be instruction boundaries.
     pub fn decode(&mut self, code: &[u8]) -> Result<(), SkipReason> {
         self.insns.clear();

@@ -1,9 +1,9 @@
 //! StackMapTable: decoding every frame kind into explicit (locals, stack) lists, and re-encoding
-//! them at the new offsets with the probe locals CTX and VER appended.
+//! them at the new offsets with the probe locals CTX and VER appended (a leaf's MARK).
 //!
 //! Every frame after the entry probe sees CTX and VER as longs (the entry probe has stored them),
 //! so each frame's locals become `own locals, Top padding up to max_locals, Long, Long` (a long is
-//! one verification-type entry covering two slots). Because the new locals sit at the end, the
+//! one verification-type entry covering two slots); in a leaf `..., Integer`. Because the new locals sit at the end, the
 //! original chop/append relations between frames no longer hold; frames are re-encoded as
 //! `same`/`same_locals_1_stack_item` when the locals equal the previous frame's, else as
 //! `full_frame`. The implicit initial frame is unchanged (the entry probe runs in it).
@@ -323,6 +323,7 @@ fn write_vt<'a>(
 fn extend_locals<'a>(
     src: &[VType<'a>],
     max_locals: u16,
+    leaf: bool,
     out: &mut Vec<VType<'a>>,
 ) -> Result<(), SkipReason> {
     out.clear();
@@ -338,8 +339,12 @@ fn extend_locals<'a>(
         out.push(VType::Top);
         slots += 1;
     }
-    out.push(VType::Long);
-    out.push(VType::Long);
+    if leaf {
+        out.push(VType::Int);
+    } else {
+        out.push(VType::Long);
+        out.push(VType::Long);
+    }
     Ok(())
 }
 
@@ -352,6 +357,7 @@ pub(crate) fn encode<'a>(
     lay: &Layout,
     code: &[u8],
     max_locals: u16,
+    leaf: bool,
     pool: &mut PoolEdit<'a>,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
@@ -384,7 +390,7 @@ pub(crate) fn encode<'a>(
         let stack = types
             .get(f.stack.start as usize..f.stack.end as usize)
             .ok_or(bad("range"))?;
-        extend_locals(locals, max_locals, cur)?;
+        extend_locals(locals, max_locals, leaf, cur)?;
         // The first frame is relative to the implicit initial frame, which lacks CTX/VER.
         let same = !first && cur == prev;
         if same && stack.is_empty() {

@@ -168,11 +168,6 @@ pub(crate) fn rewrite_method<'a>(
     let nexc = r.u2().ok_or(trunc.clone())? as usize;
     let exc_start = r.pos;
     r.skip(nexc * 8).ok_or(trunc.clone())?;
-    let new_stack = max_stack
-        .checked_add(probes::EXTRA_STACK)
-        .ok_or(SkipReason::TooManyStackSlots)?;
-    let locals = ProbeLocals::after(max_locals).ok_or(SkipReason::TooManyLocals)?;
-
     // Sub-attributes, classified by name.
     let sub = &mut s.sub;
     sub.clear();
@@ -218,6 +213,12 @@ pub(crate) fn rewrite_method<'a>(
             d.nprobes += 1;
         }
     }
+    if !reg.alloc_sites() {
+        d.drop_alloc_probes();
+    }
+    // A method without site probes is a leaf (probes.rs): one int local, no extra stack.
+    let locals = ProbeLocals::after(max_locals, d.nprobes == 0).ok_or(SkipReason::TooManyLocals)?;
+    let new_stack = locals.max_stack(max_stack).ok_or(SkipReason::TooManyStackSlots)?;
 
     // Exception table: every offset must be an instruction boundary.
     for k in 0..nexc {
@@ -313,6 +314,7 @@ pub(crate) fn rewrite_method<'a>(
         descriptor: m.desc,
         source_file: cx.source_file,
         access_flags: m.access,
+        leaf: locals.leaf,
     };
     let method_id = reg.method(&minfo);
     let method_push = push_for(method_id, pool);
@@ -371,7 +373,7 @@ pub(crate) fn rewrite_method<'a>(
     );
     out.extend_from_slice(&[0, 0, 0, 0]); // length, patched below
     out.extend_from_slice(&new_stack.to_be_bytes());
-    out.extend_from_slice(&(max_locals + probes::EXTRA_LOCALS).to_be_bytes());
+    out.extend_from_slice(&(max_locals + locals.extra_locals()).to_be_bytes());
     out.extend_from_slice(&(s.code.len() as u32).to_be_bytes());
     out.extend_from_slice(&s.code);
     out.extend_from_slice(&(nexc as u16).to_be_bytes());
@@ -400,7 +402,7 @@ pub(crate) fn rewrite_method<'a>(
                 if !needs_frames || smt_written {
                     continue;
                 }
-                frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
+                frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, &mut s.smt)?;
                 write_attr(out, head, &s.smt)?;
                 smt_written = true;
             }
@@ -424,17 +426,25 @@ pub(crate) fn rewrite_method<'a>(
                 // table describes it: the probe locals get entries over the whole code.
                 let is_lvt = pool.cp.utf8(u16::from_be_bytes([head[0], head[1]])) == Some(b"LocalVariableTable");
                 let n = be_u16(t, 0).ok_or(trunc.clone())?;
-                let extra = if is_lvt { 2 } else { 0 };
-                out.extend_from_slice(&n.checked_add(extra).ok_or(bad_table("LocalVariableTable length"))?.to_be_bytes());
-                if is_lvt {
-                    let (ctx_name, ver_name, long_desc) = pool.probe_local_names();
-                    for (name, slot) in [(ctx_name, locals.ctx), (ver_name, locals.ver)] {
-                        out.extend_from_slice(&0u16.to_be_bytes());
-                        out.extend_from_slice(&(s.code.len() as u16).to_be_bytes());
-                        out.extend_from_slice(&name.to_be_bytes());
-                        out.extend_from_slice(&long_desc.to_be_bytes());
-                        out.extend_from_slice(&slot.to_be_bytes());
+                let entries = match (is_lvt, locals.leaf) {
+                    (false, _) => [None, None],
+                    (true, false) => {
+                        let (ctx_name, ver_name, long_desc, _, _) = pool.probe_local_names();
+                        [Some((ctx_name, long_desc, locals.ctx)), Some((ver_name, long_desc, locals.ver))]
                     }
+                    (true, true) => {
+                        let (_, _, _, mark_name, int_desc) = pool.probe_local_names();
+                        [Some((mark_name, int_desc, locals.ctx)), None]
+                    }
+                };
+                let extra = entries.iter().flatten().count() as u16;
+                out.extend_from_slice(&n.checked_add(extra).ok_or(bad_table("LocalVariableTable length"))?.to_be_bytes());
+                for (name, desc, slot) in entries.into_iter().flatten() {
+                    out.extend_from_slice(&0u16.to_be_bytes());
+                    out.extend_from_slice(&(s.code.len() as u16).to_be_bytes());
+                    out.extend_from_slice(&name.to_be_bytes());
+                    out.extend_from_slice(&desc.to_be_bytes());
+                    out.extend_from_slice(&slot.to_be_bytes());
                 }
                 for e in 0..(t.len() - 2) / 10 {
                     let b = 2 + e * 10;
@@ -462,7 +472,7 @@ pub(crate) fn rewrite_method<'a>(
             Some(n) => n,
             None => pool.app.utf8(b"StackMapTable"),
         };
-        frames::encode(frames, d, lay, code, max_locals, pool, &mut s.smt)?;
+        frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, &mut s.smt)?;
         write_attr(out, &name.to_be_bytes(), &s.smt)?;
         count = count.checked_add(1).ok_or(trunc.clone())?;
     }

@@ -67,6 +67,11 @@ pub trait SiteRegistry {
     fn method(&mut self, m: &MethodInfo<'_>) -> u32;
     /// A dense id for a call or allocation site of `method_id`.
     fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32;
+    /// Whether allocations get probes (record mode has no use for them yet; without them more
+    /// methods are leaves).
+    fn alloc_sites(&self) -> bool {
+        true
+    }
 }
 
 /// What the decoder needs to print a frame of this method like the JVM does.
@@ -79,6 +84,9 @@ pub struct MethodInfo<'a> {
     /// From the SourceFile attribute, if present.
     pub source_file: Option<&'a str>,
     pub access_flags: u16,
+    /// A leaf: no site probes, its entry probe is `leaf` and its one probe local holds its id
+    /// (probes.rs).
+    pub leaf: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@ pub(crate) struct PoolEdit<'a> {
     /// Class entries appended for names that are not in the class bytes (array types).
     synthesized: FxHashMap<Vec<u8>, u16>,
     runtime: Option<RuntimeRefs>,
-    probe_locals: Option<(u16, u16, u16)>,
+    probe_locals: Option<(u16, u16, u16, u16, u16)>,
 }
 
 impl<'a> PoolEdit<'a> {
@@ -113,18 +113,18 @@ impl<'a> PoolEdit<'a> {
         }
         let class = self.runtime_class();
         let mut refs = RuntimeRefs::default();
-        let mut desc_iijv = None;
-        for m in [
-            RuntimeMethod::Enter,
-            RuntimeMethod::Version,
-            RuntimeMethod::Call,
-            RuntimeMethod::Alloc,
-        ] {
+        // One Utf8 per distinct descriptor.
+        let mut descs: Vec<(&str, u16)> = Vec::with_capacity(3);
+        for m in RuntimeMethod::ALL {
             let name = self.app.utf8(m.name().as_bytes());
-            let desc = if m.descriptor() == "(IJJ)V" {
-                *desc_iijv.get_or_insert_with(|| self.app.utf8(m.descriptor().as_bytes()))
-            } else {
-                self.app.utf8(m.descriptor().as_bytes())
+            let d = m.descriptor();
+            let desc = match descs.iter().find(|&&(s, _)| s == d) {
+                Some(&(_, i)) => i,
+                None => {
+                    let i = self.app.utf8(d.as_bytes());
+                    descs.push((d, i));
+                    i
+                }
             };
             let nat = self.app.name_and_type(name, desc);
             refs.0[m as usize] = self.app.methodref(class, nat);
@@ -133,12 +133,14 @@ impl<'a> PoolEdit<'a> {
         refs
     }
 
-    /// Utf8 entries naming the probe locals in LocalVariableTables: `lucce$ctx`, `lucce$ver`, `J`.
-    pub fn probe_local_names(&mut self) -> (u16, u16, u16) {
+    /// Utf8 entries naming the probe locals in LocalVariableTables: `lucce$ctx`, `lucce$ver`,
+    /// `J`, `lucce$leaf`, `I` (all five on first use, whichever kind of method asks).
+    pub fn probe_local_names(&mut self) -> (u16, u16, u16, u16, u16) {
         if let Some(n) = self.probe_locals {
             return n;
         }
-        let n = (self.app.utf8(b"lucce$ctx"), self.app.utf8(b"lucce$ver"), self.app.utf8(b"J"));
+        let a = &mut self.app;
+        let n = (a.utf8(b"lucce$ctx"), a.utf8(b"lucce$ver"), a.utf8(b"J"), a.utf8(b"lucce$leaf"), a.utf8(b"I"));
         self.probe_locals = Some(n);
         n
     }

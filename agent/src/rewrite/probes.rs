@@ -7,6 +7,11 @@
 //! `code.rs` checks it) and keep [`EXTRA_STACK`]/[`EXTRA_LOCALS`] in step.
 //!
 //! - entry: `push methodId; invokestatic enter(I)J; lstore CTX; invokestatic version()J; lstore VER`
+//! - entry of a *leaf* (a method without site probes: no invoke, no allocation):
+//!   `push methodId; invokestatic leaf(I)I; istore MARK`. `leaf` returns the id, which stays in the
+//!   one int local MARK for walks to read; in the full-encoding steady state it only drops the
+//!   caller's pending record (Runtime.java, `leaf`). A leaf has no CTX and VER, so it stays small
+//!   enough for C1 to inline (C1InlineStackLimit counts max_stack + max_locals - parameters).
 //! - site (call before an invoke, alloc after an allocation):
 //!   `push siteId; lload CTX; lload VER; invokestatic call|alloc(IJJ)V`
 
@@ -23,6 +28,9 @@ pub const EXTRA_STACK: u16 = 5;
 /// Local slots appended after the method's own: CTX (long) and VER (long).
 pub const EXTRA_LOCALS: u16 = 4;
 
+/// A leaf's appended local: MARK (int, the method id).
+pub const LEAF_EXTRA_LOCALS: u16 = 1;
+
 /// Static methods of the runtime class the probes call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuntimeMethod {
@@ -30,10 +38,18 @@ pub enum RuntimeMethod {
     Version = 1,
     Call = 2,
     Alloc = 3,
+    Leaf = 4,
 }
 
 impl RuntimeMethod {
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
+    pub const ALL: [RuntimeMethod; RuntimeMethod::COUNT] = [
+        RuntimeMethod::Enter,
+        RuntimeMethod::Version,
+        RuntimeMethod::Call,
+        RuntimeMethod::Alloc,
+        RuntimeMethod::Leaf,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,12 +57,14 @@ impl RuntimeMethod {
             RuntimeMethod::Version => "version",
             RuntimeMethod::Call => "call",
             RuntimeMethod::Alloc => "alloc",
+            RuntimeMethod::Leaf => "leaf",
         }
     }
 
     pub fn descriptor(self) -> &'static str {
         match self {
             RuntimeMethod::Enter => "(I)J",
+            RuntimeMethod::Leaf => "(I)I",
             RuntimeMethod::Version => "()J",
             RuntimeMethod::Call | RuntimeMethod::Alloc => "(IJJ)V",
         }
@@ -78,6 +96,8 @@ const LLOAD: u8 = 0x16;
 const LLOAD_0: u8 = 0x1E;
 const LSTORE: u8 = 0x37;
 const LSTORE_0: u8 = 0x3F;
+const ISTORE: u8 = 0x36;
+const ISTORE_0: u8 = 0x3B;
 const WIDE: u8 = 0xC4;
 
 impl IntPush {
@@ -123,22 +143,38 @@ impl IntPush {
     }
 }
 
-/// Slots of the two appended long locals.
+/// The appended locals: CTX and VER (two longs), or a leaf's MARK (one int, in `ctx`).
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeLocals {
     pub ctx: u16,
     pub ver: u16,
+    pub leaf: bool,
 }
 
 impl ProbeLocals {
     /// The probe locals of a method whose own locals end at `max_locals`; None when they would
     /// not fit into the u2 `max_locals`.
-    pub fn after(max_locals: u16) -> Option<ProbeLocals> {
-        max_locals.checked_add(EXTRA_LOCALS)?;
-        Some(ProbeLocals {
-            ctx: max_locals,
-            ver: max_locals + 2,
-        })
+    pub fn after(max_locals: u16, leaf: bool) -> Option<ProbeLocals> {
+        let extra = if leaf { LEAF_EXTRA_LOCALS } else { EXTRA_LOCALS };
+        max_locals.checked_add(extra)?;
+        // A leaf has no VER (`ver` is never used then).
+        let ver = if leaf { max_locals } else { max_locals + 2 };
+        Some(ProbeLocals { ctx: max_locals, ver, leaf })
+    }
+
+    /// Local slots added to the method's.
+    pub fn extra_locals(self) -> u16 {
+        if self.leaf { LEAF_EXTRA_LOCALS } else { EXTRA_LOCALS }
+    }
+
+    /// The new max_stack of a method that had `max_stack`: a leaf's one probe runs on an empty
+    /// stack and needs one slot; site probes need [`EXTRA_STACK`] on top of anything.
+    pub fn max_stack(self, max_stack: u16) -> Option<u16> {
+        if self.leaf {
+            Some(max_stack.max(1))
+        } else {
+            max_stack.checked_add(EXTRA_STACK)
+        }
     }
 }
 
@@ -174,11 +210,20 @@ fn emit_invokestatic(out: &mut Vec<u8>, refs: &RuntimeRefs, m: RuntimeMethod) {
 
 /// Byte length of the entry probe.
 pub fn entry_len(push: IntPush, l: ProbeLocals) -> u32 {
-    push.byte_len() + 3 + local_insn_len(l.ctx) + 3 + local_insn_len(l.ver)
+    if l.leaf {
+        push.byte_len() + 3 + local_insn_len(l.ctx)
+    } else {
+        push.byte_len() + 3 + local_insn_len(l.ctx) + 3 + local_insn_len(l.ver)
+    }
 }
 
 pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
     push.emit(out);
+    if l.leaf {
+        emit_invokestatic(out, refs, RuntimeMethod::Leaf);
+        emit_local(out, ISTORE_0, ISTORE, l.ctx);
+        return;
+    }
     emit_invokestatic(out, refs, RuntimeMethod::Enter);
     emit_local(out, LSTORE_0, LSTORE, l.ctx);
     emit_invokestatic(out, refs, RuntimeMethod::Version);
@@ -241,14 +286,17 @@ mod tests {
 
     #[test]
     fn lengths_match_emitted_bytes() {
-        let refs = RuntimeRefs([300, 301, 302, 303]);
+        let refs = RuntimeRefs([300, 301, 302, 303, 304]);
         for id in [0u32, 5, 6, 127, 128, 32767] {
             let p = IntPush::inline(id).unwrap();
             for ml in [0u16, 2, 3, 4, 200, 254, 255, 256, 1000] {
-                let l = ProbeLocals::after(ml).unwrap();
-                let mut v = Vec::new();
-                emit_entry(&mut v, p, l, &refs);
-                assert_eq!(v.len() as u32, entry_len(p, l));
+                for leaf in [false, true] {
+                    let l = ProbeLocals::after(ml, leaf).unwrap();
+                    let mut v = Vec::new();
+                    emit_entry(&mut v, p, l, &refs);
+                    assert_eq!(v.len() as u32, entry_len(p, l));
+                }
+                let l = ProbeLocals::after(ml, false).unwrap();
                 for alloc in [false, true] {
                     let mut v = Vec::new();
                     emit_site(&mut v, alloc, p, l, &refs);
@@ -262,6 +310,8 @@ mod tests {
             assert_eq!(v.len() as u32, IntPush::Ldc(i).byte_len());
         }
         assert!(IntPush::inline(32768).is_none());
-        assert!(ProbeLocals::after(65532).is_none());
+        assert!(ProbeLocals::after(65532, false).is_none());
+        assert!(ProbeLocals::after(65534, true).is_some());
+        assert!(ProbeLocals::after(65535, true).is_none());
     }
 }

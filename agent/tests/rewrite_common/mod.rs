@@ -74,7 +74,8 @@ pub fn compile(sources: &[PathBuf], out: &Path, args: &[&str]) {
     run_ok(&mut c);
 }
 
-/// The stub runtime class the rewritten code calls: enter/version return 0, call/alloc no-ops.
+/// The stub runtime class the rewritten code calls: enter/version return 0, leaf its argument,
+/// call/alloc no-ops.
 pub fn stub_runtime(dir: &Path) -> PathBuf {
     let src = dir.join("stubsrc/lucce");
     std::fs::create_dir_all(&src).unwrap();
@@ -84,6 +85,7 @@ pub fn stub_runtime(dir: &Path) -> PathBuf {
         "package lucce;\npublic final class Runtime {\n\
          public static long enter(int m) { return 0; }\n\
          public static long version() { return 0; }\n\
+         public static int leaf(int m) { return m; }\n\
          public static void call(int s, long c, long v) {}\n\
          public static void alloc(int s, long c, long v) {}\n}\n",
     )
