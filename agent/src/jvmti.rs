@@ -356,19 +356,25 @@ impl Jvmti {
     /// An int local of the current thread's frame at `depth` (`GetLocalInt`, slot 22).
     pub fn local_int(self, depth: jint, slot: jint) -> Result<jint, Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut jint) -> JvmtiError;
-        let f = jvmti_fn!(self, 22, F);
-        let mut v: jint = 0;
-        // SAFETY: slot 22; a null thread is the current thread (allowed without suspension).
-        check(unsafe { f(self.0, std::ptr::null_mut(), depth, slot, &mut v) })?;
-        Ok(v)
+        self.local(jvmti_fn!(self, 22, F), depth, slot)
     }
 
     /// A long local of the current thread's frame at `depth` (`GetLocalLong`, slot 23).
     pub fn local_long(self, depth: jint, slot: jint) -> Result<jlong, Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut jlong) -> JvmtiError;
-        let f = jvmti_fn!(self, 23, F);
-        let mut v: jlong = 0;
-        // SAFETY: slot 23; a null thread is the current thread (allowed without suspension).
+        self.local(jvmti_fn!(self, 23, F), depth, slot)
+    }
+
+    /// Calls `GetLocal<T>` `f` for the current thread's frame at `depth`.
+    fn local<T: Default>(
+        self,
+        f: unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut T) -> JvmtiError,
+        depth: jint,
+        slot: jint,
+    ) -> Result<T, Error> {
+        let mut v = T::default();
+        // SAFETY: `f` is the GetLocal function whose out type is T (the callers above); a null
+        // thread is the current thread (allowed without suspension); out is a local.
         check(unsafe { f(self.0, std::ptr::null_mut(), depth, slot, &mut v) })?;
         Ok(v)
     }

@@ -1,10 +1,11 @@
 //! The probe templates: the ONLY place that knows what inserted bytecode looks like.
 //!
 //! Every probe is straight-line code (pushes, one `invokestatic` into [`RUNTIME_CLASS`], stores
-//! into the two new long locals), so the rewriter never has to invent branch targets or
-//! StackMapTable frames for them. To change a probe's shape, change the `*_len` and `emit_*`
-//! pairs here together (lengths must match the emitted bytes exactly; a debug assertion in
-//! `code.rs` checks it) and keep [`EXTRA_STACK`]/[`EXTRA_LOCALS`] in step.
+//! into the new locals), so the rewriter never has to invent branch targets or StackMapTable
+//! frames for them. To change a probe's shape, change the `*_len` and `emit_*` pairs here
+//! together (lengths must match the emitted bytes exactly; a debug assertion in `code.rs` checks
+//! it) and keep [`EXTRA_STACK`], [`EXTRA_LOCALS`], [`LEAF_EXTRA_LOCALS`] and
+//! [`ProbeLocals::max_stack`] in step.
 //!
 //! - entry: `push methodId; invokestatic enter(I)J; lstore CTX; invokestatic version()J; lstore VER`
 //! - entry of a *leaf* (a method without site probes: no invoke, no allocation):
