@@ -11,6 +11,7 @@ use std::ops::Range;
 
 use rustc_hash::FxHashMap;
 
+use super::probes::RUNTIME_CLASS;
 use super::RewriteError;
 
 pub(crate) const TAG_UTF8: u8 = 1;
@@ -97,6 +98,9 @@ pub(crate) struct ConstPool<'a> {
     bytes: &'a [u8],
     tags: Vec<u8>,
     offs: Vec<u32>,
+    /// Whether some Utf8 entry is the runtime class's name; without one (almost always),
+    /// [`ConstPool::find_class`] of it cannot succeed and is not worth a scan of the pool.
+    pub has_runtime_name: bool,
 }
 
 impl<'a> ConstPool<'a> {
@@ -286,6 +290,7 @@ impl<'a> ClassFile<'a> {
         tags.resize(count, 0);
         offs.clear();
         offs.resize(count, 0);
+        let mut has_runtime_name = false;
         let mut i = 1;
         while i < count {
             let tag = r.u1().ok_or(malformed("truncated constant pool"))?;
@@ -293,7 +298,13 @@ impl<'a> ClassFile<'a> {
             offs[i] = r.pos as u32;
             let n = match tag {
                 // Length and bytes in one skip (the body offset stays at the length).
-                TAG_UTF8 => 2 + be_u16(bytes, r.pos).ok_or(malformed("truncated constant pool"))? as usize,
+                TAG_UTF8 => {
+                    let len = be_u16(bytes, r.pos).ok_or(malformed("truncated constant pool"))? as usize;
+                    if len == RUNTIME_CLASS.len() {
+                        has_runtime_name |= bytes.get(r.pos + 2..r.pos + 2 + len) == Some(RUNTIME_CLASS.as_bytes());
+                    }
+                    2 + len
+                }
                 TAG_INTEGER | TAG_FLOAT => 4,
                 TAG_LONG | TAG_DOUBLE => 8,
                 TAG_CLASS | TAG_STRING | TAG_METHOD_TYPE | TAG_MODULE | TAG_PACKAGE => 2,
@@ -311,7 +322,7 @@ impl<'a> ClassFile<'a> {
             };
         }
         let cp_end = r.pos;
-        let cp = ConstPool { bytes, tags, offs };
+        let cp = ConstPool { bytes, tags, offs, has_runtime_name };
         let _access = r.u2().ok_or(malformed("truncated class header"))?;
         let this_class = r.u2().ok_or(malformed("truncated class header"))?;
         let _super = r.u2().ok_or(malformed("truncated class header"))?;

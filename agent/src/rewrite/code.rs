@@ -98,7 +98,8 @@ pub(crate) struct Decoded {
 /// of plain instructions); the low bits hold its length.
 const PLAIN: u8 = 0x80;
 
-/// Per opcode: `PLAIN | length` for plain fixed-length instructions, else 0 (decoded the slow way).
+/// Per opcode: its [`fixed_len`] (0 for variable-length and invalid opcodes), with `PLAIN` set
+/// for plain instructions.
 static OP_INFO: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut op = 0;
@@ -106,8 +107,9 @@ static OP_INFO: [u8; 256] = {
         let o = op as u8;
         let branch = matches!(o, 0x99..=0xA8 | 0xC6..=0xC9);
         if let Some(n) = fixed_len(o) {
+            t[op] = n as u8;
             if n > 0 && !branch && !is_invoke(o) && !is_alloc(o) {
-                t[op] = PLAIN | n as u8;
+                t[op] |= PLAIN;
             }
         }
         op += 1;
@@ -260,7 +262,10 @@ impl Decoded {
                 self.insns[seg].len = off - self.insns[seg].off;
                 continue;
             }
-            let fl = fixed_len(op).ok_or(SkipReason::MalformedCode("unknown opcode"))?;
+            let fl = match info {
+                0 => fixed_len(op).ok_or(SkipReason::MalformedCode("unknown opcode"))?,
+                n => n as u32,
+            };
             let mut ins = Insn::plain(off, fl, op);
             match op {
                 0x99..=0xA8 | 0xC6 | 0xC7 => {
@@ -438,23 +443,16 @@ impl Layout {
     pub fn compute(&mut self, d: &mut Decoded, entry_len: u32) -> Result<(), SkipReason> {
         let n = d.insns.len();
         self.entry_len = entry_len;
-        // Upper bound of the new size with every branch narrow: when it stays within i16 range
-        // no displacement can overflow, so the widening check is skipped (the common case).
-        let mut bound = entry_len as u64;
-        let mut already_wide = false;
-        for ins in d.insns.iter() {
-            bound += ins.len as u64
-                + ins.probe_len as u64
-                + if ins.kind == Kind::Switch { 3 } else { 0 };
-            already_wide |= ins.wide;
-        }
-        let small = bound <= i16::MAX as u64 && !already_wide;
         self.start.clear();
         self.start.resize(n + 1, 0);
         self.at.clear();
         self.at.resize(n + 1, 0);
+        // The new code with every branch narrow fits in the i16 range: no displacement can
+        // overflow, so the widening check is skipped (the common case).
+        let mut small = false;
         loop {
             let mut pos = entry_len;
+            let mut any_wide = false;
             for (i, ins) in d.insns.iter().enumerate() {
                 self.start[i] = pos;
                 if ins.probe == Probe::Call {
@@ -465,6 +463,7 @@ impl Layout {
                 if ins.probe == Probe::Alloc {
                     pos += ins.probe_len;
                 }
+                any_wide |= ins.wide;
                 // Give up early on absurd sizes; u32 cannot overflow before this trips.
                 if pos > 4 * MAX_CODE {
                     return Err(SkipReason::CodeTooLarge);
@@ -473,7 +472,8 @@ impl Layout {
             self.start[n] = pos;
             self.at[n] = pos;
             self.code_len = pos;
-            if small {
+            if !any_wide && pos <= i16::MAX as u32 {
+                small = true;
                 break;
             }
             let mut changed = false;
@@ -521,7 +521,7 @@ pub(crate) struct Pushes<'a> {
     pub site: &'a [Option<IntPush>],
 }
 
-/// Emits the new code array.
+/// Appends the new code array to `out` (on error, maybe part of it).
 pub(crate) fn emit(
     code: &[u8],
     d: &Decoded,
@@ -531,7 +531,7 @@ pub(crate) fn emit(
     refs: &RuntimeRefs,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
-    out.clear();
+    let base = out.len();
     out.reserve(lay.code_len as usize);
     probes::emit_entry(out, pushes.method, locals, refs);
     let tail = probes::SiteTail::new(locals, refs);
@@ -541,7 +541,7 @@ pub(crate) fn emit(
         if ins.probe == Probe::Call {
             probes::emit_site_with(out, false, push.ok_or(bad.clone())?, &tail);
         }
-        debug_assert_eq!(out.len() as u32, lay.at[i]);
+        debug_assert_eq!((out.len() - base) as u32, lay.at[i]);
         let at = lay.at[i];
         let off = ins.off as usize;
         let orig = code.get(off..off + ins.len as usize).ok_or(bad.clone())?;
@@ -607,7 +607,7 @@ pub(crate) fn emit(
             probes::emit_site_with(out, true, push.ok_or(bad.clone())?, &tail);
         }
     }
-    if out.len() as u32 != lay.code_len {
+    if out.len() - base != lay.code_len as usize {
         return Err(SkipReason::MalformedCode("layout mismatch"));
     }
     Ok(())

@@ -37,7 +37,6 @@ pub(crate) struct Scratch<'a> {
     d: Decoded,
     lay: Layout,
     frames: Frames<'a>,
-    code: Vec<u8>,
     smt: Vec<u8>,
     lines: Vec<(u16, u16)>,
     pushes: Vec<Option<IntPush>>,
@@ -72,7 +71,6 @@ impl Scratch<'_> {
             d: self.d,
             lay: self.lay,
             frames: self.frames.recycle(),
-            code: self.code,
             smt: self.smt,
             lines: self.lines,
             pushes: self.pushes,
@@ -350,6 +348,20 @@ pub(crate) fn rewrite_method<'a>(
         add_widening_frames(frames, d, code, pool, cx.this_class)?;
     }
     let refs = pool.runtime_refs();
+
+    // The new Code attribute.
+    let base = out.len();
+    let new_code_len = lay.code_len;
+    out.reserve(m.attr.len() + new_code_len as usize - code_len + 64);
+    out.extend_from_slice(
+        bytes
+            .get(m.attr.start..m.attr.start + 2)
+            .ok_or(trunc.clone())?,
+    );
+    out.extend_from_slice(&[0, 0, 0, 0]); // length, patched below
+    out.extend_from_slice(&new_stack.to_be_bytes());
+    out.extend_from_slice(&(max_locals + locals.extra_locals()).to_be_bytes());
+    out.extend_from_slice(&new_code_len.to_be_bytes());
     code::emit(
         code,
         d,
@@ -360,22 +372,8 @@ pub(crate) fn rewrite_method<'a>(
         },
         locals,
         &refs,
-        &mut s.code,
+        out,
     )?;
-
-    // The new Code attribute.
-    let base = out.len();
-    out.reserve(m.attr.len() + s.code.len() - code_len + 64);
-    out.extend_from_slice(
-        bytes
-            .get(m.attr.start..m.attr.start + 2)
-            .ok_or(trunc.clone())?,
-    );
-    out.extend_from_slice(&[0, 0, 0, 0]); // length, patched below
-    out.extend_from_slice(&new_stack.to_be_bytes());
-    out.extend_from_slice(&(max_locals + locals.extra_locals()).to_be_bytes());
-    out.extend_from_slice(&(s.code.len() as u32).to_be_bytes());
-    out.extend_from_slice(&s.code);
     out.extend_from_slice(&(nexc as u16).to_be_bytes());
     for k in 0..nexc {
         let e = exc_start + k * 8;
@@ -441,7 +439,7 @@ pub(crate) fn rewrite_method<'a>(
                 out.extend_from_slice(&n.checked_add(extra).ok_or(bad_table("LocalVariableTable length"))?.to_be_bytes());
                 for (name, desc, slot) in entries.into_iter().flatten() {
                     out.extend_from_slice(&0u16.to_be_bytes());
-                    out.extend_from_slice(&(s.code.len() as u16).to_be_bytes());
+                    out.extend_from_slice(&(new_code_len as u16).to_be_bytes());
                     out.extend_from_slice(&name.to_be_bytes());
                     out.extend_from_slice(&desc.to_be_bytes());
                     out.extend_from_slice(&slot.to_be_bytes());

@@ -249,7 +249,7 @@ pub fn rewrite_class_with<O>(
     body.clear();
     // Copied from the class bytes up to here.
     let mut copied = cp_end;
-    let mut rewritten_names = Vec::new();
+    let mut rewritten_names = Vec::with_capacity(methods.len());
     for m in &methods {
         let Some(code) = &m.code else { continue };
         if m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {

@@ -89,13 +89,14 @@ impl<'a> PoolEdit<'a> {
     }
 
     /// [`PoolEdit::class`] of the runtime class, without indexing every Class entry: a scan
-    /// finds it (or finds that it is missing) at a fraction of the cost.
+    /// finds it at a fraction of the cost, and is skipped when no Utf8 entry names it.
     fn runtime_class(&mut self) -> u16 {
         let name = RUNTIME_CLASS.as_bytes();
         if self.classes.is_some() {
             return self.class(name);
         }
-        let c = match self.cp.find_class(name) {
+        let found = if self.cp.has_runtime_name { self.cp.find_class(name) } else { None };
+        let c = match found {
             Some(c) => c,
             None => {
                 let u = self.app.utf8(name);
