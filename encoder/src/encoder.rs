@@ -272,10 +272,7 @@ impl<S: GraphSink> Encoder<S> {
                 source_file: None,
                 access_flags: 0,
             });
-            {
-                let mut st = enc.lock();
-                st.nodes[m.0 as usize].numcc_history.push((0, 1));
-            }
+            enc.lock().nodes[m.0 as usize].numcc_history.push((0, 1));
             let s = enc
                 .register_site(SiteMeta { method: m, kind: SiteKind::Call, bci: 0, line: -1 })
                 .expect("root method was just registered");

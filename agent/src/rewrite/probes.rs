@@ -156,11 +156,10 @@ impl ProbeLocals {
     /// The probe locals of a method whose own locals end at `max_locals`; None when they would
     /// not fit into the u2 `max_locals`.
     pub fn after(max_locals: u16, leaf: bool) -> Option<ProbeLocals> {
-        let extra = if leaf { LEAF_EXTRA_LOCALS } else { EXTRA_LOCALS };
-        max_locals.checked_add(extra)?;
         // A leaf has no VER (`ver` is never used then).
-        let ver = if leaf { max_locals } else { max_locals + 2 };
-        Some(ProbeLocals { ctx: max_locals, ver, leaf })
+        let l = ProbeLocals { ctx: max_locals, ver: if leaf { max_locals } else { max_locals.wrapping_add(2) }, leaf };
+        max_locals.checked_add(l.extra_locals())?;
+        Some(l)
     }
 
     /// Local slots added to the method's.
