@@ -104,6 +104,7 @@ impl SiteCache {
         // SAFETY: at most SLOT_BYTES - 1 bytes in, so `capacity` slots still fit in the block; all
         // zero bytes are a valid `Slot` (atomics of 0: "empty way, even sequence").
         let slots = unsafe { raw.add(raw.align_offset(SLOT_BYTES)) } as *mut Slot;
+        advise_huge_pages(raw, raw_layout.size());
         SiteCache { slots, capacity, raw, raw_layout }
     }
 
@@ -192,6 +193,27 @@ impl SiteCache {
     pub(crate) fn store_anchor(&self, site: u32, callee: u32, c: u64, v: u64, anchored: u64) {
         self.put(site, callee, c ^ v, [c, v, anchored], true)
     }
+}
+
+/// Asks Linux to back the whole 2 MiB pages inside `[start, start + len)` with transparent huge
+/// pages (honoured with THP in `madvise` or `always` mode). Lookups hash all over the table, so
+/// with 4 KiB pages nearly every probe of the memo also missed the TLB: FOP's CPU time fell by
+/// about 6% with this alone (README, performance). The advice changes no contents.
+fn advise_huge_pages(start: *mut u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let first = (start as usize).next_multiple_of(HUGE);
+        let end = (start as usize + len) & !(HUGE - 1);
+        if end > first {
+            // SAFETY: the range lies inside the live allocation `start..start + len`, which this
+            // table owns; MADV_HUGEPAGE is advice about backing, it never changes the bytes. An
+            // error (THP off, old kernel) leaves ordinary pages, so it is ignored.
+            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, len);
 }
 
 impl Drop for SiteCache {

@@ -70,12 +70,14 @@ pub struct EncoderConfig {
     /// Exclusive upper bound of callIds (see "Overflow rule"). At least 2.
     pub call_id_limit: u64,
     /// Buckets of the lock-free memo (128 bytes each, three results; committed lazily by the OS).
+    /// The default, 2^16 (8 MiB), is small enough to stay mostly in the caches: FOP's CPU time
+    /// with 2^18 buckets was about 5% higher, with 2^12 (more misses to the slow path) 7% higher.
     pub site_cache_capacity: usize,
 }
 
 impl Default for EncoderConfig {
     fn default() -> Self {
-        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 18 }
+        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 16 }
     }
 }
 
