@@ -1,40 +1,59 @@
 #!/usr/bin/env bash
-# scripts/measure_runs.sh LIB NAME...: whole runs of the workload kit without an agent and with
-# agent LIB in full encoding (every class, no sampling), one after the other per workload. Prints
-# per run the wall seconds (the kit's own figure), CPU seconds (user + sys of the whole process
-# tree) and peak RSS, then per workload the wall ratio and the RSS difference, and the geometric
-# mean of the ratios. Every run must have rc=0 and check=ok (exit status 1 otherwise).
-# Needs /usr/bin/time (Debian package `time`). Variables: WL_KIT, WL_DIR as in
+# scripts/measure_runs.sh LIB[,LIB...] NAME...: whole runs of the workload kit without an agent
+# and with each agent LIB in full encoding (every class, no sampling), one after the other per
+# workload (interleaved, so that a noisy machine hits every build alike). Prints per run the wall
+# seconds (the kit's own figure), CPU seconds (user + sys of the whole process tree) and peak RSS,
+# then per workload and agent the mean wall ratio and RSS difference against the runs without,
+# and per agent the geometric mean of the ratios. The agents are named lib1, lib2, ... in the
+# order given. Every run must have rc=0 and check=ok (exit status 1 otherwise).
+# Needs /usr/bin/time (Debian package `time`). Variables: ROUNDS (1), WL_KIT, WL_DIR as in
 # scripts/compare_agents.sh.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-[[ $# -ge 2 ]] || { echo "usage: $0 LIB NAME..." >&2; exit 2; }
+[[ $# -ge 2 ]] || { echo "usage: $0 LIB[,LIB...] NAME..." >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "$0: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
-lib=$(realpath "$1")
+IFS=, read -ra given <<<"$1"
 shift
+libs=()
+for l in "${given[@]}"; do
+  libs+=("$(realpath -e "$l")") || exit 2
+  echo "lib${#libs[@]} = ${libs[-1]}"
+done
 WL_KIT=${WL_KIT:-$REPO/../shared/workloads}
 [[ -x $WL_KIT/run.sh ]] || WL_KIT=/work/shared/workloads
 WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
+ROUNDS=${ROUNDS:-1}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
 printf '%-14s %-6s %8s %8s %9s\n' workload agent wall_s cpu_s rss_mb
-for name in "$@"; do
-  for with in no yes; do
-    opts=""
-    [[ $with == yes ]] && opts="-agentpath:$lib=out=$work/store/%p,summary=off"
-    line=$(LUCCE_JAVA_OPTS="$opts" /usr/bin/time -o "$work/time" -f '%U %S %M' \
-      "$WL_KIT/run.sh" "$name" "$WL_DIR" 2>/dev/null | grep ' rc=' | tail -1)
-    [[ $line == *"rc=0 "*"check=ok"* ]] || { echo "$name agent=$with: ${line:-no result}" >&2; status=1; }
-    wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' <<<"$line")
-    read -r user sys rss_kb <"$work/time"
-    awk -v n="$name" -v a="$with" -v w="${wall:-0}" -v u="$user" -v s="$sys" -v r="$rss_kb" \
-      'BEGIN { printf "%-14s %-6s %8.2f %8.2f %9.0f\n", n, a, w, u + s, r / 1024 }' | tee -a "$work/rows"
-    rm -rf "${work:?}/store"
+for _ in $(seq 1 "$ROUNDS"); do
+  for name in "$@"; do
+    for i in $(seq 0 "${#libs[@]}"); do
+      opts="" agent=no
+      if ((i > 0)); then
+        opts="-agentpath:${libs[i - 1]}=out=$work/store/%p,summary=off" agent=lib$i
+      fi
+      line=$(LUCCE_JAVA_OPTS="$opts" /usr/bin/time -o "$work/time" -f '%U %S %M' \
+        "$WL_KIT/run.sh" "$name" "$WL_DIR" 2>/dev/null | grep ' rc=' | tail -1)
+      [[ $line == *"rc=0 "*"check=ok"* ]] || { echo "$name $agent: ${line:-no result}" >&2; status=1; }
+      wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' <<<"$line")
+      read -r user sys rss_kb <"$work/time"
+      awk -v n="$name" -v a="$agent" -v w="${wall:-0}" -v u="$user" -v s="$sys" -v r="$rss_kb" \
+        'BEGIN { printf "%-14s %-6s %8.2f %8.2f %9.0f\n", n, a, w, u + s, r / 1024 }' | tee -a "$work/rows"
+      rm -rf "${work:?}/store"
+    done
   done
 done
-awk '$2 == "no" { w[$1] = $3; r[$1] = $5 }
-  $2 == "yes" && w[$1] > 0 { q = $3 / w[$1]; l += log(q); k++
-    printf "%-14s ratio %.2f, peak RSS %+.0f MB\n", $1, q, $5 - r[$1] }
-  END { if (k) printf "geometric mean of the wall ratios: %.2f\n", exp(l / k) }' "$work/rows"
+# Means per workload and agent, in the order the runs came.
+awk '$3 > 0 { k = $1 SUBSEP $2; if (!c[k]++) { order[++o] = k }; w[k] += $3; r[k] += $5 }
+  END {
+    for (i = 1; i <= o; i++) {
+      split(order[i], p, SUBSEP); base = p[1] SUBSEP "no"
+      if (p[2] == "no" || !c[base]) continue
+      q = (w[order[i]] / c[order[i]]) / (w[base] / c[base]); l[p[2]] += log(q); m[p[2]]++
+      printf "%-14s %-6s ratio %.2f, peak RSS %+.0f MB\n", p[1], p[2], q, r[order[i]] / c[order[i]] - r[base] / c[base]
+    }
+    for (a = 1; ("lib" a) in m; a++) printf "lib%d: geometric mean of the wall ratios: %.2f\n", a, exp(l["lib" a] / m["lib" a])
+  }' "$work/rows"
 exit $status

@@ -113,9 +113,10 @@ fn run(every: usize) {
     let mut check_errors = Vec::new();
     for (i, out) in &outputs {
         let no_alloc_out = rewrite_class(&classes[*i], &mut no_alloc).ok().and_then(|o| o.bytes);
-        for b in out.iter().chain(&no_alloc_out) {
+        let checked = out.iter().map(|b| (b, false)).chain(no_alloc_out.iter().map(|b| (b, true)));
+        for (b, without_alloc) in checked {
             match check_class(b) {
-                Ok(sum) if no_alloc_out.as_ref() == Some(b) => alloc_probes_left += sum.alloc_probes,
+                Ok(sum) if without_alloc => alloc_probes_left += sum.alloc_probes,
                 Ok(_) => {}
                 Err(e) => check_errors.push(format!("{}: {e}", files[*i].display())),
             }

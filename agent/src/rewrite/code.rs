@@ -447,10 +447,8 @@ impl Layout {
         self.start.resize(n + 1, 0);
         self.at.clear();
         self.at.resize(n + 1, 0);
-        // The new code with every branch narrow fits in the i16 range: no displacement can
-        // overflow, so the widening check is skipped (the common case).
-        let mut small = false;
-        loop {
+        // Whether some branch is wide, as of the last pass (which changed no flag).
+        let any_wide = loop {
             let mut pos = entry_len;
             let mut any_wide = false;
             for (i, ins) in d.insns.iter().enumerate() {
@@ -472,9 +470,10 @@ impl Layout {
             self.start[n] = pos;
             self.at[n] = pos;
             self.code_len = pos;
+            // The new code with every branch narrow fits in the i16 range: no displacement can
+            // overflow, so the widening check is skipped (the common case).
             if !any_wide && pos <= i16::MAX as u32 {
-                small = true;
-                break;
+                break false;
             }
             let mut changed = false;
             for i in 0..n {
@@ -489,13 +488,13 @@ impl Layout {
                 }
             }
             if !changed {
-                break;
+                break any_wide;
             }
-        }
+        };
         if self.code_len > MAX_CODE {
             return Err(SkipReason::CodeTooLarge);
         }
-        self.any_wide = !small && d.insns.iter().any(|i| i.wide);
+        self.any_wide = any_wide;
         Ok(())
     }
 }

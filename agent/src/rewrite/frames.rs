@@ -3,10 +3,10 @@
 //!
 //! Every frame after the entry probe sees CTX and VER as longs (the entry probe has stored them),
 //! so each frame's locals become `own locals, Top padding up to max_locals, Long, Long` (a long is
-//! one verification-type entry covering two slots); in a leaf `..., Integer`. Because the new locals sit at the end, the
-//! original chop/append relations between frames no longer hold; frames are re-encoded as
-//! `same`/`same_locals_1_stack_item` when the locals equal the previous frame's, else as
-//! `full_frame`. The implicit initial frame is unchanged (the entry probe runs in it).
+//! one verification-type entry covering two slots); in a leaf `..., Integer`. Because the new
+//! locals sit at the end, the original chop/append relations between frames no longer hold;
+//! frames are re-encoded as `same`/`same_locals_1_stack_item` when the locals equal the previous
+//! frame's, else as `full_frame`. The implicit initial frame is unchanged (the entry probe runs in it).
 
 use std::ops::Range;
 
