@@ -25,6 +25,7 @@ use crate::count_check::CountCheck;
 use crate::diag;
 use crate::jvmti::{self, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
 use crate::options::Options;
+use crate::ref_threads;
 use crate::recorder::{lock, Recorder};
 use crate::registry::Registry;
 use crate::rewrite::rewrite_class_with;
@@ -59,6 +60,8 @@ pub struct Agent {
     recorder: Option<&'static Recorder>,
     /// The hook rewrites only once the runtime class exists (set at VMInit).
     live: AtomicBool,
+    /// Whether VMInit restarts the JDK's reference threads on rewritten code (ref_threads.rs).
+    restart_ref_threads: bool,
     /// Until the VMInit batch has been assembled: names of classes the hook rewrote at first load,
     /// so that the batch does not retransform them a second time.
     hooked_early: Mutex<Option<HashSet<String>>>,
@@ -90,6 +93,12 @@ pub fn site_may_call(site: u32, method: u32) -> bool {
         }
         _ => false,
     }
+}
+
+/// `class.name descriptor` of a method the rewriter registered (for the log).
+pub fn method_label(id: u32) -> Option<String> {
+    let t = agent()?.registry.tables();
+    t.methods.get(id as usize).and_then(|m| m.as_ref()).map(|m| format!("{}.{}{}", m.class(), m.name(), m.descriptor()))
 }
 
 /// Whether method id `id` is a leaf (`rewrite::MethodInfo::leaf`), and, given its internal class
@@ -154,6 +163,12 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         }
         caps.set(bit);
     }
+    // Optional: to restart the JDK's reference threads on rewritten code (ref_threads.rs).
+    let restart_caps = [Capabilities::SUSPEND, Capabilities::SIGNAL_THREAD];
+    let restart_ref_threads = options.out.is_some() && options.retransform && restart_caps.iter().all(|&c| potential.has(c));
+    if restart_ref_threads {
+        restart_caps.iter().for_each(|&c| caps.set(c));
+    }
     jvmti.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
     let counters = runtime::install_counters(options.counters, options.out.is_some())?;
     let count_check = (!options.count_check.is_empty()).then(CountCheck::default);
@@ -179,6 +194,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         count_check,
         recorder,
         live: AtomicBool::new(false),
+        restart_ref_threads,
         hooked_early: Mutex::new(Some(HashSet::new())),
         dead: AtomicBool::new(false),
     };
@@ -502,6 +518,14 @@ impl Agent {
         s.retransform.ns = t0.elapsed().as_nanos() as u64;
         drop(s);
         diag!(Info, "VMInit: retransformed {ok} classes ({failed} failed) in {:?}", t0.elapsed());
+        if self.restart_ref_threads {
+            for what in &ref_threads::LOOPS {
+                match ref_threads::restart(self.jvmti, jni, what) {
+                    ref_threads::Outcome::Replaced => diag!(Info, "VMInit: {:?} restarted on rewritten code", what.class),
+                    ref_threads::Outcome::Kept(why) => diag!(Info, "VMInit: {:?} keeps its obsolete loop: {why}", what.class),
+                }
+            }
+        }
     }
 
     fn on_vm_death(&self, jni: Jni) {

@@ -94,9 +94,11 @@ pub struct Capabilities {
 
 impl Capabilities {
     pub const GET_BYTECODES: u32 = 3;
+    pub const SIGNAL_THREAD: u32 = 10;
     pub const GET_SOURCE_FILE_NAME: u32 = 11;
     pub const GET_LINE_NUMBERS: u32 = 12;
     pub const ACCESS_LOCAL_VARIABLES: u32 = 14;
+    pub const SUSPEND: u32 = 20;
     pub const GENERATE_METHOD_ENTRY_EVENTS: u32 = 24;
     pub const GENERATE_ALL_CLASS_HOOK_EVENTS: u32 = 26;
     pub const RETRANSFORM_CLASSES: u32 = 37;
@@ -340,17 +342,66 @@ impl Jvmti {
 
     /// The top `max` frames of the current thread, innermost first (`GetStackTrace`, slot 104).
     pub fn current_stack(self, start_depth: jint, max: usize, out: &mut Vec<FrameInfo>) -> Result<(), Error> {
+        self.stack(std::ptr::null_mut(), start_depth, max, out)
+    }
+
+    /// The top `max` frames of `thread` (null: the current thread), innermost first.
+    pub fn stack(self, thread: jthread, start_depth: jint, max: usize, out: &mut Vec<FrameInfo>) -> Result<(), Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut FrameInfo, *mut jint) -> JvmtiError;
         let f = jvmti_fn!(self, 104, F);
         out.clear();
         out.reserve(max);
         let mut n: jint = 0;
-        // SAFETY: slot 104; a null thread is the current thread; the buffer has room for `max`
-        // frames and the VM writes `n <= max` of them.
-        check(unsafe { f(self.0, std::ptr::null_mut(), start_depth, max as jint, out.as_mut_ptr(), &mut n) })?;
+        // SAFETY: slot 104; `thread` is null (the current thread) or a live thread reference;
+        // the buffer has room for `max` frames and the VM writes `n <= max` of them.
+        check(unsafe { f(self.0, thread, start_depth, max as jint, out.as_mut_ptr(), &mut n) })?;
         // SAFETY: the VM initialized the first `n` elements.
         unsafe { out.set_len(n.clamp(0, max as jint) as usize) };
         Ok(())
+    }
+
+    /// All live threads as JNI local references (`GetAllThreads`, slot 4; the caller deletes them).
+    pub fn all_threads(self) -> Result<Vec<jthread>, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut jint, *mut *mut jthread) -> JvmtiError;
+        let f = jvmti_fn!(self, 4, F);
+        let mut n: jint = 0;
+        let mut arr: *mut jthread = std::ptr::null_mut();
+        // SAFETY: slot 4; outs are locals.
+        check(unsafe { f(self.0, &mut n, &mut arr) })?;
+        let v = if arr.is_null() || n <= 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the VM returned an array of `n` jthread values allocated with Allocate.
+            unsafe { std::slice::from_raw_parts(arr, n as usize) }.to_vec()
+        };
+        self.deallocate(arr as *mut u8);
+        Ok(v)
+    }
+
+    /// `SuspendThread` (slot 5; needs `can_suspend`).
+    pub fn suspend_thread(self, thread: jthread) -> Result<(), Error> {
+        self.thread_op(5, thread)
+    }
+
+    /// `ResumeThread` (slot 6; needs `can_suspend`).
+    pub fn resume_thread(self, thread: jthread) -> Result<(), Error> {
+        self.thread_op(6, thread)
+    }
+
+    fn thread_op(self, slot: usize, thread: jthread) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread) -> JvmtiError;
+        let f = jvmti_fn!(self, slot, F);
+        // SAFETY: slots 5 (SuspendThread) and 6 (ResumeThread) share this signature; `thread`
+        // is a live thread reference.
+        check(unsafe { f(self.0, thread) })
+    }
+
+    /// `StopThread` (slot 7; needs `can_signal_thread`): `thread` throws `exception` asynchronously.
+    pub fn stop_thread(self, thread: jthread, exception: jobject) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jobject) -> JvmtiError;
+        let f = jvmti_fn!(self, 7, F);
+        // SAFETY: slot 7; both are live references.
+        check(unsafe { f(self.0, thread, exception) })
     }
 
     /// An int local of the current thread's frame at `depth` (`GetLocalInt`, slot 22).
@@ -458,6 +509,12 @@ impl Jvmti {
     }
 }
 
+/// A `jvalue` array for the JNI `Call…A` functions: a valid pointer even without arguments.
+fn jvalues(args: &[u64]) -> *const u64 {
+    static NONE: [u64; 1] = [0];
+    if args.is_empty() { NONE.as_ptr() } else { args.as_ptr() }
+}
+
 /// A `JNIEnv*`, valid only on the thread it was handed to.
 #[derive(Clone, Copy)]
 pub struct Jni(pub *mut JniEnv);
@@ -535,6 +592,70 @@ impl Jni {
             return std::ptr::null_mut();
         }
         r
+    }
+
+    /// JNI `GetMethodID` (index 33); null (exception cleared) when absent.
+    pub fn method_id(self, class: jclass, name: &CStr, sig: &CStr) -> jmethodID {
+        type F = unsafe extern "C" fn(*mut JniEnv, jclass, *const c_char, *const c_char) -> jmethodID;
+        let f = jni_fn!(self, 33, F);
+        // SAFETY: index 33 = GetMethodID with NUL-terminated name and signature.
+        let m = unsafe { f(self.0, class, name.as_ptr(), sig.as_ptr()) };
+        if m.is_null() {
+            self.exception_clear();
+        }
+        m
+    }
+
+    /// JNI `NewObjectA` (index 30): a new `class` built by constructor `init` with `args` (each
+    /// a `jvalue`: an object reference or a `long` as its 64 bits); null when it threw (cleared).
+    pub fn new_object(self, class: jclass, init: jmethodID, args: &[u64]) -> jobject {
+        type F = unsafe extern "C" fn(*mut JniEnv, jclass, jmethodID, *const u64) -> jobject;
+        let f = jni_fn!(self, 30, F);
+        // SAFETY: index 30 = NewObjectA; the caller passes one 64-bit jvalue per parameter of
+        // `init`.
+        let o = unsafe { f(self.0, class, init, jvalues(args)) };
+        if self.exception_clear() {
+            return std::ptr::null_mut();
+        }
+        o
+    }
+
+    /// JNI `CallObjectMethodA` (index 36); null when it threw (cleared).
+    pub fn call_object_method(self, obj: jobject, method: jmethodID, args: &[u64]) -> jobject {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject, jmethodID, *const u64) -> jobject;
+        let f = jni_fn!(self, 36, F);
+        // SAFETY: index 36 = CallObjectMethodA; one 64-bit jvalue per parameter (as new_object).
+        let r = unsafe { f(self.0, obj, method, jvalues(args)) };
+        if self.exception_clear() {
+            return std::ptr::null_mut();
+        }
+        r
+    }
+
+    /// JNI `CallIntMethodA` (index 51) of a method without arguments; None when it threw (cleared).
+    pub fn call_int_method(self, obj: jobject, method: jmethodID) -> Option<jint> {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject, jmethodID, *const u64) -> jint;
+        let f = jni_fn!(self, 51, F);
+        // SAFETY: index 51 = CallIntMethodA; `method` takes no arguments.
+        let r = unsafe { f(self.0, obj, method, jvalues(&[])) };
+        (!self.exception_clear()).then_some(r)
+    }
+
+    /// JNI `CallVoidMethodA` (index 63); false when it threw (cleared).
+    pub fn call_void_method(self, obj: jobject, method: jmethodID, args: &[u64]) -> bool {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject, jmethodID, *const u64);
+        let f = jni_fn!(self, 63, F);
+        // SAFETY: index 63 = CallVoidMethodA; one 64-bit jvalue per parameter (as new_object).
+        unsafe { f(self.0, obj, method, jvalues(args)) };
+        !self.exception_clear()
+    }
+
+    /// JNI `IsInstanceOf` (index 32).
+    pub fn is_instance_of(self, obj: jobject, class: jclass) -> bool {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject, jclass) -> jboolean;
+        let f = jni_fn!(self, 32, F);
+        // SAFETY: index 32 = IsInstanceOf on live references.
+        unsafe { f(self.0, obj, class) != 0 }
     }
 
     /// JNI `RegisterNatives` (index 215); false when the VM refused (an exception is cleared).

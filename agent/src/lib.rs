@@ -13,6 +13,7 @@
 //! failure leaves the JVM running without the agent rather than stopping it.
 
 pub mod count_check;
+mod ref_threads;
 pub mod hook;
 pub mod jvmti;
 pub mod log;

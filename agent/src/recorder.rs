@@ -503,6 +503,7 @@ impl Recorder {
     fn enter_by_walk(&self, callee: MethodId, pending: Option<(u32, Context)>) -> Result<Context, lucce_encoder::EncodeError> {
         self.stats.walks.fetch_add(1, Ordering::Relaxed);
         let caller = self.walk(pending, Some(callee.0));
+        diag!(Debug, "walk: entering {} found {caller:?}", crate::hook::method_label(callee.0).unwrap_or_default());
         self.enter_from(caller, callee)
     }
 

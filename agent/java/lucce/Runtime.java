@@ -20,7 +20,7 @@ package lucce;
  *   nothing and never touch memory. Ids beyond the reserved region are ignored the same way.
  * - Initialization never throws: any failure leaves the limits at 0 and the probes as no-ops.
  */
-public final class Runtime {
+public final class Runtime implements Thread.UncaughtExceptionHandler {
     /** Region header, written by the agent (agent/src/runtime.rs): sixteen longs. */
     private static final int HEADER_BYTES = 128;
 
@@ -387,6 +387,17 @@ public final class Runtime {
         }
         return sb.toString();
     }
+
+    /**
+     * The handler of a JDK thread the agent retires (agent/src/ref_threads.rs): its only
+     * exception is the agent's ThreadDeath, which the program must not see.
+     */
+    static Thread.UncaughtExceptionHandler retired() {
+        return new Runtime();
+    }
+
+    @Override
+    public void uncaughtException(Thread t, Throwable e) {}
 
     /** The current thread's name (called by the agent with this thread's probes off). */
     static String threadName() {
