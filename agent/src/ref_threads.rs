@@ -13,8 +13,9 @@
 //! - Suspended, its stack must be exactly its loop waiting for work, obsolete (`IDLE`). It holds
 //!   nothing then: no reference, no finalizer.
 //! - The old thread's uncaught-exception handler becomes a silent one (`Runtime.retired`).
-//! - A new thread of the same class, name, group, priority and daemon flag is started. It runs the
-//!   rewritten loop from its first frame, so what it runs has complete traces.
+//! - A new thread of the same class, name, group, priority, daemon flag and context class loader
+//!   is started. It runs the rewritten loop from its first frame, so what it runs has complete
+//!   traces.
 //! - StopThread gives the old thread a `ThreadDeath`. HotSpot throws it as the native wait
 //!   returns (an asynchronous exception is delivered on the way back from native code, before
 //!   any bytecode of the loop runs, so nothing is taken from the queue or the pending list), and
@@ -85,6 +86,8 @@ struct ThreadMethods {
     priority: jmethodID,
     set_priority: jmethodID,
     set_daemon: jmethodID,
+    loader: jmethodID,
+    set_loader: jmethodID,
     set_handler: jmethodID,
     start: jmethodID,
     join: jmethodID,
@@ -130,14 +133,17 @@ fn replace(jvmti: Jvmti, jni: Jni, what: &Loop, class: jclass, old: jthread) -> 
     let fresh = if group.is_null() || name.is_null() { std::ptr::null_mut() } else { jni.new_object(class, init, args) };
     let handler = jni.call_static_object_noargs(runtime, retired);
     let death = jni.new_object(death_class, death_init, &[]);
-    let priority = jni.call_int_method(old, m.priority);
-    let outcome = match (fresh.is_null() || handler.is_null() || death.is_null(), priority) {
-        (false, Some(p)) if jni.call_void_method(fresh, m.set_priority, &[p as u64]) && jni.call_void_method(fresh, m.set_daemon, &[1]) => {
-            swap(jvmti, jni, what, &m, old, fresh, handler, death)
-        }
-        _ => Outcome::Kept("cannot make the new thread"),
-    };
-    for r in [name, group, fresh, handler, death, death_class, runtime] {
+    // The constructor takes these from the thread that runs it (main): set them as the old
+    // thread has them (both threads are daemons; their context class loader is null).
+    let loader = jni.call_object_method(old, m.loader, &[]);
+    let set_up = !fresh.is_null()
+        && !handler.is_null()
+        && !death.is_null()
+        && jni.call_int_method(old, m.priority).is_some_and(|p| jni.call_void_method(fresh, m.set_priority, &[p as u64]))
+        && jni.call_void_method(fresh, m.set_daemon, &[1])
+        && jni.call_void_method(fresh, m.set_loader, &[loader as u64]);
+    let outcome = if set_up { swap(jvmti, jni, what, &m, old, fresh, handler, death) } else { Outcome::Kept("cannot make the new thread") };
+    for r in [name, group, fresh, handler, death, death_class, runtime, loader] {
         jni.delete_local_ref(r);
     }
     outcome
@@ -157,6 +163,8 @@ fn thread_methods(jni: Jni) -> Option<ThreadMethods> {
             priority: id(c"getPriority", c"()I")?,
             set_priority: id(c"setPriority", c"(I)V")?,
             set_daemon: id(c"setDaemon", c"(Z)V")?,
+            loader: id(c"getContextClassLoader", c"()Ljava/lang/ClassLoader;")?,
+            set_loader: id(c"setContextClassLoader", c"(Ljava/lang/ClassLoader;)V")?,
             set_handler: id(c"setUncaughtExceptionHandler", c"(Ljava/lang/Thread$UncaughtExceptionHandler;)V")?,
             start: id(c"start", c"()V")?,
             join: id(c"join", c"(J)V")?,

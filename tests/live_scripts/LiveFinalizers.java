@@ -33,7 +33,8 @@ public class LiveFinalizers {
             synchronized (LiveFinalizers.class) {
                 finalized++;
                 if (id == 0) {
-                    Lucce.mark(T.here("finalize-on-" + Thread.currentThread().getName()));
+                    Thread t = Thread.currentThread();
+                    Lucce.mark(T.here("finalize-on-" + t.getName() + "-" + t.getPriority() + "-" + t.isDaemon() + "-" + t.getContextClassLoader()));
                 }
                 LiveFinalizers.class.notifyAll();
             }
