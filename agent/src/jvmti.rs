@@ -283,18 +283,30 @@ impl Jvmti {
         Ok(out)
     }
 
-    /// All loaded classes as JNI local references (the caller deletes them).
+    /// All loaded classes as JNI local references (`GetLoadedClasses`, slot 78; the caller
+    /// deletes them).
     pub fn loaded_classes(self) -> Result<Vec<jclass>, Error> {
-        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut jint, *mut *mut jclass) -> JvmtiError;
-        let f = jvmti_fn!(self, 78, F);
+        self.references(78)
+    }
+
+    /// All live threads as JNI local references (`GetAllThreads`, slot 4; the caller deletes them).
+    pub fn all_threads(self) -> Result<Vec<jthread>, Error> {
+        self.references(4)
+    }
+
+    /// Calls a function of the form `(env, jint* count, jobject** array)` and copies the array.
+    fn references(self, slot: usize) -> Result<Vec<jobject>, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut jint, *mut *mut jobject) -> JvmtiError;
+        let f = jvmti_fn!(self, slot, F);
         let mut n: jint = 0;
-        let mut arr: *mut jclass = std::ptr::null_mut();
-        // SAFETY: slot 78; outs are locals.
+        let mut arr: *mut jobject = std::ptr::null_mut();
+        // SAFETY: slots 4 (GetAllThreads) and 78 (GetLoadedClasses) have this signature (jclass
+        // and jthread are jobject); outs are locals.
         check(unsafe { f(self.0, &mut n, &mut arr) })?;
         let v = if arr.is_null() || n <= 0 {
             Vec::new()
         } else {
-            // SAFETY: the VM returned an array of `n` jclass values allocated with Allocate.
+            // SAFETY: the VM returned an array of `n` references allocated with Allocate.
             unsafe { std::slice::from_raw_parts(arr, n as usize) }.to_vec()
         };
         self.deallocate(arr as *mut u8);
@@ -358,24 +370,6 @@ impl Jvmti {
         // SAFETY: the VM initialized the first `n` elements.
         unsafe { out.set_len(n.clamp(0, max as jint) as usize) };
         Ok(())
-    }
-
-    /// All live threads as JNI local references (`GetAllThreads`, slot 4; the caller deletes them).
-    pub fn all_threads(self) -> Result<Vec<jthread>, Error> {
-        type F = unsafe extern "C" fn(*mut JvmtiEnv, *mut jint, *mut *mut jthread) -> JvmtiError;
-        let f = jvmti_fn!(self, 4, F);
-        let mut n: jint = 0;
-        let mut arr: *mut jthread = std::ptr::null_mut();
-        // SAFETY: slot 4; outs are locals.
-        check(unsafe { f(self.0, &mut n, &mut arr) })?;
-        let v = if arr.is_null() || n <= 0 {
-            Vec::new()
-        } else {
-            // SAFETY: the VM returned an array of `n` jthread values allocated with Allocate.
-            unsafe { std::slice::from_raw_parts(arr, n as usize) }.to_vec()
-        };
-        self.deallocate(arr as *mut u8);
-        Ok(v)
     }
 
     /// `SuspendThread` (slot 5; needs `can_suspend`).
