@@ -92,6 +92,30 @@ pub(crate) fn be_i32(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
+/// Per constant-pool tag: the size of the entry after its tag (for Utf8 without its bytes), 0
+/// for an unknown tag.
+static CP_ENTRY_SIZE: [u8; 21] = {
+    let mut t = [0u8; 21];
+    t[TAG_UTF8 as usize] = 2;
+    t[TAG_INTEGER as usize] = 4;
+    t[TAG_FLOAT as usize] = 4;
+    t[TAG_LONG as usize] = 8;
+    t[TAG_DOUBLE as usize] = 8;
+    t[TAG_CLASS as usize] = 2;
+    t[TAG_STRING as usize] = 2;
+    t[TAG_FIELDREF as usize] = 4;
+    t[TAG_METHODREF as usize] = 4;
+    t[TAG_IMETHODREF as usize] = 4;
+    t[TAG_NAME_AND_TYPE as usize] = 4;
+    t[TAG_METHOD_HANDLE as usize] = 3;
+    t[TAG_METHOD_TYPE as usize] = 2;
+    t[TAG_DYNAMIC as usize] = 4;
+    t[TAG_INVOKE_DYNAMIC as usize] = 4;
+    t[TAG_MODULE as usize] = 2;
+    t[TAG_PACKAGE as usize] = 2;
+    t
+};
+
 /// The constant pool as an index: for entry `i`, its tag and the offset of its first byte after
 /// the tag. Slot 0 and the second slot of Long/Double entries have tag 0.
 pub(crate) struct ConstPool<'a> {
@@ -291,36 +315,36 @@ impl<'a> ClassFile<'a> {
         offs.clear();
         offs.resize(count, 0);
         let mut has_runtime_name = false;
+        let truncated = malformed("truncated constant pool");
+        // Branch-free per entry but for errors (tags come in no predictable order): the size
+        // comes from a table, a Utf8 entry adds the length that follows its tag.
+        let mut pos = r.pos;
         let mut i = 1;
         while i < count {
-            let tag = r.u1().ok_or(malformed("truncated constant pool"))?;
+            let tag = *bytes.get(pos).ok_or(truncated.clone())?;
+            let size = CP_ENTRY_SIZE.get(tag as usize).copied().unwrap_or(0) as usize;
+            if size == 0 {
+                return Err(malformed("unknown constant-pool tag"));
+            }
+            let body = pos + 1;
             tags[i] = tag;
-            offs[i] = r.pos as u32;
-            let n = match tag {
-                // Length and bytes in one skip (the body offset stays at the length).
-                TAG_UTF8 => {
-                    let len = be_u16(bytes, r.pos).ok_or(malformed("truncated constant pool"))? as usize;
-                    if len == RUNTIME_CLASS.len() {
-                        has_runtime_name |= bytes.get(r.pos + 2..r.pos + 2 + len) == Some(RUNTIME_CLASS.as_bytes());
-                    }
-                    2 + len
-                }
-                TAG_INTEGER | TAG_FLOAT => 4,
-                TAG_LONG | TAG_DOUBLE => 8,
-                TAG_CLASS | TAG_STRING | TAG_METHOD_TYPE | TAG_MODULE | TAG_PACKAGE => 2,
-                TAG_FIELDREF | TAG_METHODREF | TAG_IMETHODREF | TAG_NAME_AND_TYPE | TAG_DYNAMIC
-                | TAG_INVOKE_DYNAMIC => 4,
-                TAG_METHOD_HANDLE => 3,
-                _ => return Err(malformed("unknown constant-pool tag")),
-            };
-            r.skip(n).ok_or(malformed("truncated constant pool"))?;
+            offs[i] = body as u32;
+            // Read for every tag and used for Utf8 only; a Utf8 entry without the two bytes
+            // fails the end check below.
+            let len = be_u16(bytes, body).unwrap_or(0) as usize;
+            let utf8_len = if tag == TAG_UTF8 { len } else { 0 };
+            let end = body + size + utf8_len;
+            if end > bytes.len() {
+                return Err(truncated);
+            }
+            if utf8_len == RUNTIME_CLASS.len() {
+                has_runtime_name |= &bytes[body + 2..end] == RUNTIME_CLASS.as_bytes();
+            }
+            pos = end;
             // Long and Double take two slots; the second is unusable.
-            i += if matches!(tag, TAG_LONG | TAG_DOUBLE) {
-                2
-            } else {
-                1
-            };
+            i += 1 + matches!(tag, TAG_LONG | TAG_DOUBLE) as usize;
         }
+        r.pos = pos;
         let cp_end = r.pos;
         let cp = ConstPool { bytes, tags, offs, has_runtime_name };
         let _access = r.u2().ok_or(malformed("truncated class header"))?;
@@ -394,11 +418,18 @@ impl<'a> ClassFile<'a> {
 
 /// Java's modified UTF-8 to a Rust string. Plain UTF-8 (the common case) is borrowed; embedded
 /// NULs (`C0 80`) and surrogate pairs are decoded; anything invalid becomes U+FFFD.
+#[inline]
 pub(crate) fn mutf8(b: &[u8]) -> Cow<'_, str> {
     if b.is_ascii() {
         // SAFETY: ASCII is valid UTF-8 (the path below would borrow it unchanged too).
         return Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(b) });
     }
+    mutf8_non_ascii(b)
+}
+
+/// [`mutf8`] of bytes that are not all ASCII (rare; kept out of line).
+#[inline(never)]
+fn mutf8_non_ascii(b: &[u8]) -> Cow<'_, str> {
     if let Ok(s) = std::str::from_utf8(b) {
         if !b.contains(&0xED) {
             return Cow::Borrowed(s);
@@ -484,9 +515,10 @@ impl CpAppender {
         self.take(1)
     }
 
+    #[inline]
     pub fn integer(&mut self, v: i32) -> u16 {
-        self.bytes.push(TAG_INTEGER);
-        self.bytes.extend_from_slice(&v.to_be_bytes());
+        let b = v.to_be_bytes();
+        self.bytes.extend_from_slice(&[TAG_INTEGER, b[0], b[1], b[2], b[3]]);
         self.take(1)
     }
 }

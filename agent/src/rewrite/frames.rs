@@ -59,9 +59,6 @@ pub(crate) struct Frames<'a> {
     /// Locals of the implicit initial frame (always at pool[0..n]).
     pub initial: Range<u32>,
     pub frames: Vec<Frame>,
-    /// Scratch for `encode`: the previous and the current frame's extended locals.
-    prev: Vec<VType<'a>>,
-    cur: Vec<VType<'a>>,
 }
 
 /// An emptied type list for another class: the map never runs (the vector is empty) and the
@@ -118,8 +115,6 @@ impl Frames<'_> {
             pool: recycle_types(self.pool),
             initial: 0..0,
             frames,
-            prev: recycle_types(self.prev),
-            cur: recycle_types(self.cur),
         }
     }
 }
@@ -319,40 +314,20 @@ fn write_vt<'a>(
     Ok(())
 }
 
-/// Locals of a frame with the probe locals appended, into `out`.
-fn extend_locals<'a>(
-    src: &[VType<'a>],
-    max_locals: u16,
-    leaf: bool,
-    out: &mut Vec<VType<'a>>,
-) -> Result<(), SkipReason> {
-    out.clear();
-    let mut slots = 0u32;
-    for &v in src {
-        out.push(v);
-        slots += v.slots();
-    }
-    if slots > max_locals as u32 {
-        return Err(bad("frame locals exceed max_locals"));
-    }
-    while slots < max_locals as u32 {
-        out.push(VType::Top);
-        slots += 1;
-    }
-    if leaf {
-        out.push(VType::Int);
-    } else {
-        out.push(VType::Long);
-        out.push(VType::Long);
-    }
-    Ok(())
+/// `locals` without its trailing Tops. Two frames' locals are equal once the probe locals are
+/// appended (Top padding up to max_locals, then CTX and VER) exactly when their trimmed forms
+/// are equal, so frames compare without building the extended lists.
+fn trim_tops<'t, 'a>(locals: &'t [VType<'a>]) -> &'t [VType<'a>] {
+    let n = locals.iter().rposition(|&v| v != VType::Top).map_or(0, |i| i + 1);
+    &locals[..n]
 }
 
-/// Writes the StackMapTable info for the new code. `frames.frames` must be sorted by
-/// offset, one frame per instruction.
+/// Appends the StackMapTable info for the new code to `out`. `frames.frames` must be sorted by
+/// offset, one frame per instruction. Every frame's locals get the probe locals appended: Top
+/// padding up to max_locals, then Long, Long (a leaf: Int).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode<'a>(
-    frames: &mut Frames<'a>,
+    frames: &Frames<'a>,
     d: &Decoded,
     lay: &Layout,
     code: &[u8],
@@ -361,23 +336,18 @@ pub(crate) fn encode<'a>(
     pool: &mut PoolEdit<'a>,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
-    out.clear();
     let n = frames.frames.len();
     if n > 0xFFFF {
         return Err(bad("too many frames"));
     }
     out.extend_from_slice(&(n as u16).to_be_bytes());
-    let Frames {
-        pool: types,
-        frames: list,
-        prev,
-        cur,
-        ..
-    } = frames;
-    prev.clear();
+    let types = &frames.pool;
+    let probe_locals: &[u8] = if leaf { &[1] } else { &[4, 4] };
+    // The previous frame's trimmed locals; None before the first frame, which is relative to
+    // the implicit initial frame (that lacks the probe locals).
+    let mut prev: Option<&[VType<'a>]> = None;
     let mut prev_pos: i64 = -1;
-    let mut first = true;
-    for f in list.iter() {
+    for f in frames.frames.iter() {
         let pos = lay.pos(d, f.off).ok_or(bad("frame not at an instruction"))? as i64;
         let delta = pos - prev_pos - 1;
         if !(0..=0xFFFF).contains(&delta) {
@@ -390,9 +360,12 @@ pub(crate) fn encode<'a>(
         let stack = types
             .get(f.stack.start as usize..f.stack.end as usize)
             .ok_or(bad("range"))?;
-        extend_locals(locals, max_locals, leaf, cur)?;
-        // The first frame is relative to the implicit initial frame, which lacks CTX/VER.
-        let same = !first && cur == prev;
+        let slots: u32 = locals.iter().map(|v| v.slots()).sum();
+        if slots > max_locals as u32 {
+            return Err(bad("frame locals exceed max_locals"));
+        }
+        let trimmed = trim_tops(locals);
+        let same = prev == Some(trimmed);
         if same && stack.is_empty() {
             if delta < 64 {
                 out.push(delta as u8);
@@ -411,21 +384,24 @@ pub(crate) fn encode<'a>(
         } else {
             out.push(255);
             out.extend_from_slice(&(delta as u16).to_be_bytes());
-            if cur.len() > 0xFFFF || stack.len() > 0xFFFF {
+            let padding = (max_locals as u32 - slots) as usize;
+            let nlocals = locals.len() + padding + probe_locals.len();
+            if nlocals > 0xFFFF || stack.len() > 0xFFFF {
                 return Err(bad("frame too large"));
             }
-            out.extend_from_slice(&(cur.len() as u16).to_be_bytes());
-            for &v in cur.iter() {
+            out.extend_from_slice(&(nlocals as u16).to_be_bytes());
+            for &v in locals {
                 write_vt(out, v, d, lay, code, pool)?;
             }
+            out.resize(out.len() + padding, 0); // Top
+            out.extend_from_slice(probe_locals);
             out.extend_from_slice(&(stack.len() as u16).to_be_bytes());
             for &v in stack {
                 write_vt(out, v, d, lay, code, pool)?;
             }
         }
-        std::mem::swap(prev, cur);
+        prev = Some(trimmed);
         prev_pos = pos;
-        first = false;
     }
     Ok(())
 }

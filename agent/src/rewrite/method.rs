@@ -37,7 +37,6 @@ pub(crate) struct Scratch<'a> {
     d: Decoded,
     lay: Layout,
     frames: Frames<'a>,
-    smt: Vec<u8>,
     lines: Vec<(u16, u16)>,
     pushes: Vec<Option<IntPush>>,
     /// Sub-attributes of the Code attribute: (whole, info, kind).
@@ -71,7 +70,6 @@ impl Scratch<'_> {
             d: self.d,
             lay: self.lay,
             frames: self.frames.recycle(),
-            smt: self.smt,
             lines: self.lines,
             pushes: self.pushes,
             sub: self.sub,
@@ -320,6 +318,7 @@ pub(crate) fn rewrite_method<'a>(
     s.pushes.resize(d.insns.len(), None);
     // Sites come in increasing bci order, so the line lookup only moves forward.
     let mut lp = 0;
+    let site_tail_len = probes::site_tail_len(locals);
     for (i, ins) in d.insns.iter_mut().enumerate() {
         let kind = match ins.probe {
             Probe::None => continue,
@@ -338,7 +337,7 @@ pub(crate) fn rewrite_method<'a>(
         let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api, target });
         let p = push_for(id, pool);
         s.pushes[i] = Some(p);
-        ins.probe_len = probes::site_len(p, locals);
+        ins.probe_len = p.byte_len() + site_tail_len;
     }
     if pool.app.count() > MAX_CP_COUNT {
         return Err(SkipReason::ConstantPoolFull);
@@ -400,8 +399,10 @@ pub(crate) fn rewrite_method<'a>(
                 if !needs_frames || smt_written {
                     continue;
                 }
-                frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, &mut s.smt)?;
-                write_attr(out, head, &s.smt)?;
+                let start = out.len();
+                write_attr_header(out, head);
+                frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, out)?;
+                patch_len(out, start)?;
                 smt_written = true;
             }
             ATTR_LNT => {
@@ -470,8 +471,10 @@ pub(crate) fn rewrite_method<'a>(
             Some(n) => n,
             None => pool.app.utf8(b"StackMapTable"),
         };
-        frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, &mut s.smt)?;
-        write_attr(out, &name.to_be_bytes(), &s.smt)?;
+        let start = out.len();
+        write_attr_header(out, &name.to_be_bytes());
+        frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, out)?;
+        patch_len(out, start)?;
         count = count.checked_add(1).ok_or(trunc.clone())?;
     }
     out[count_at..count_at + 2].copy_from_slice(&count.to_be_bytes());
@@ -560,6 +563,7 @@ fn add_widening_frames<'a>(
 /// New offset for an old table offset: boundaries map to the instruction's start; an offset
 /// inside an instruction (never produced by javac, tolerated for odd tools) to the start of the
 /// instruction containing it; the code end to the new code end.
+#[inline]
 fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
     let b = match d.index(pc) {
         Some(_) => pc,
@@ -568,6 +572,7 @@ fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
     lay.pos(d, b).ok_or(bad_table("offset"))
 }
 
+#[inline]
 fn push_for(id: u32, pool: &mut PoolEdit<'_>) -> IntPush {
     IntPush::inline(id).unwrap_or_else(|| IntPush::Ldc(pool.integer(id as i32)))
 }
@@ -580,14 +585,6 @@ fn write_attr_header(out: &mut Vec<u8>, name: &[u8]) {
 fn patch_len(out: &mut [u8], start: usize) -> Result<(), SkipReason> {
     let len = u32::try_from(out.len() - start - 6).map_err(|_| SkipReason::CodeTooLarge)?;
     out[start + 2..start + 6].copy_from_slice(&len.to_be_bytes());
-    Ok(())
-}
-
-fn write_attr(out: &mut Vec<u8>, name: &[u8], body: &[u8]) -> Result<(), SkipReason> {
-    out.extend_from_slice(name);
-    let len = u32::try_from(body.len()).map_err(|_| SkipReason::CodeTooLarge)?;
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(body);
     Ok(())
 }
 

@@ -146,6 +146,7 @@ impl<'a> PoolEdit<'a> {
         n
     }
 
+    #[inline]
     pub fn integer(&mut self, v: i32) -> u16 {
         self.app.integer(v)
     }

@@ -116,6 +116,7 @@ impl IntPush {
         }
     }
 
+    #[inline]
     pub fn byte_len(self) -> u32 {
         match self {
             IntPush::Const(_) => 1,
@@ -126,21 +127,27 @@ impl IntPush {
         }
     }
 
+    /// The instruction's bytes (the first `byte_len` of them).
     #[inline]
-    fn emit(self, out: &mut Vec<u8>) {
+    fn bytes(self) -> [u8; 3] {
         match self {
-            IntPush::Const(op) => out.push(op),
-            IntPush::Byte(v) => out.extend_from_slice(&[BIPUSH, v as u8]),
+            IntPush::Const(op) => [op, 0, 0],
+            IntPush::Byte(v) => [BIPUSH, v as u8, 0],
             IntPush::Short(v) => {
-                out.push(SIPUSH);
-                out.extend_from_slice(&v.to_be_bytes());
+                let b = v.to_be_bytes();
+                [SIPUSH, b[0], b[1]]
             }
-            IntPush::Ldc(i) if i <= 0xFF => out.extend_from_slice(&[LDC, i as u8]),
+            IntPush::Ldc(i) if i <= 0xFF => [LDC, i as u8, 0],
             IntPush::Ldc(i) => {
-                out.push(LDC_W);
-                out.extend_from_slice(&i.to_be_bytes());
+                let b = i.to_be_bytes();
+                [LDC_W, b[0], b[1]]
             }
         }
+    }
+
+    #[inline]
+    fn emit(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bytes()[..self.byte_len() as usize]);
     }
 }
 
@@ -232,7 +239,12 @@ pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &Runti
 
 /// Byte length of a call or allocation probe.
 pub fn site_len(push: IntPush, l: ProbeLocals) -> u32 {
-    push.byte_len() + local_insn_len(l.ctx) + local_insn_len(l.ver) + 3
+    push.byte_len() + site_tail_len(l)
+}
+
+/// Byte length of a site probe after its id push (the same for every site of a method).
+pub fn site_tail_len(l: ProbeLocals) -> u32 {
+    local_insn_len(l.ctx) + local_insn_len(l.ver) + 3
 }
 
 /// A call probe (`alloc == false`, before an invoke) or an allocation probe (after `new` etc.).
@@ -276,8 +288,12 @@ impl SiteTail {
 /// [`emit_site`] with the tail built already.
 #[inline]
 pub fn emit_site_with(out: &mut Vec<u8>, alloc: bool, push: IntPush, tail: &SiteTail) {
-    push.emit(out);
-    out.extend_from_slice(&tail.bytes[alloc as usize][..tail.len]);
+    // Fixed-size copies cut back to the real lengths (no memcpy calls).
+    let end = out.len() + push.byte_len() as usize;
+    out.extend_from_slice(&push.bytes());
+    out.truncate(end);
+    out.extend_from_slice(&tail.bytes[alloc as usize]);
+    out.truncate(end + tail.len);
 }
 
 #[cfg(test)]
