@@ -283,6 +283,13 @@ impl Jvmti {
         Ok(out)
     }
 
+    /// The type signature of the class declaring `method` (`Lpkg/Cls;`). The class's local
+    /// reference is left to the current native frame, which frees it when it returns: for a few
+    /// calls per native, not for a loop over many methods.
+    pub fn declaring_class_signature(self, method: jmethodID) -> Result<String, Error> {
+        self.method_declaring_class(method).and_then(|c| self.class_signature(c))
+    }
+
     /// All loaded classes as JNI local references (`GetLoadedClasses`, slot 78; the caller
     /// deletes them).
     pub fn loaded_classes(self) -> Result<Vec<jclass>, Error> {

@@ -703,9 +703,7 @@ impl Recorder {
     /// rewrite (obsolete, or unknown): the walk stops there, honestly truncated.
     fn classify(&self, m: jmethodID) -> FrameKind {
         let j = self.jvmti;
-        // The class is a local reference, freed when the native that walks returns.
-        let sig = j.method_declaring_class(m).and_then(|c| j.class_signature(c));
-        let Ok(sig) = sig else { return FrameKind::Obsolete };
+        let Ok(sig) = j.declaring_class_signature(m) else { return FrameKind::Obsolete };
         if sig.starts_with("Llucce/") {
             return FrameKind::Lucce;
         }
@@ -735,7 +733,7 @@ impl Recorder {
         let j = self.jvmti;
         let mark_slot = j.max_locals(f.method).ok()? - jint::from(crate::rewrite::probes::LEAF_EXTRA_LOCALS);
         let id = u32::try_from(j.local_int(depth, mark_slot).ok()?).ok()?;
-        let sig = j.method_declaring_class(f.method).and_then(|c| j.class_signature(c)).ok()?;
+        let sig = j.declaring_class_signature(f.method).ok()?;
         let class = sig.strip_prefix('L')?.strip_suffix(';')?;
         let (name, desc) = j.method_name(f.method).ok()?;
         if !crate::hook::is_leaf(id, Some((class, &name, &desc))) {

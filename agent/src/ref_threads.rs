@@ -180,7 +180,7 @@ fn swap(jvmti: Jvmti, jni: Jni, what: &Loop, m: &ThreadMethods, old: jthread, fr
     if jvmti.suspend_thread(old).is_err() {
         return Outcome::Kept("cannot suspend it");
     }
-    let outcome = if let Err(why) = idle_in_obsolete_loop(jvmti, jni, what, old) {
+    let outcome = if let Err(why) = idle_in_obsolete_loop(jvmti, what, old) {
         Outcome::Kept(why)
     } else if !jni.call_void_method(old, m.set_handler, &[handler as u64]) {
         Outcome::Kept("cannot set its handler")
@@ -202,16 +202,11 @@ fn swap(jvmti: Jvmti, jni: Jni, what: &Loop, m: &ThreadMethods, old: jthread, fr
 }
 
 /// Whether suspended `thread` is `what`'s loop waiting for work, obsolete; else why not.
-fn idle_in_obsolete_loop(jvmti: Jvmti, jni: Jni, what: &Loop, thread: jthread) -> Result<(), &'static str> {
+fn idle_in_obsolete_loop(jvmti: Jvmti, what: &Loop, thread: jthread) -> Result<(), &'static str> {
     let mut frames: Vec<FrameInfo> = Vec::new();
     // One frame more than the idle stack has, to see that there is none.
     jvmti.stack(thread, 0, what.idle.len() + 1, &mut frames).map_err(|_| "GetStackTrace failed")?;
-    let place = |f: &FrameInfo| -> Option<(String, String)> {
-        let class = jvmti.method_declaring_class(f.method).ok()?;
-        let sig = jvmti.class_signature(class).ok();
-        jni.delete_local_ref(class);
-        Some((sig?, jvmti.method_name(f.method).ok()?.0))
-    };
+    let place = |f: &FrameInfo| Some((jvmti.declaring_class_signature(f.method).ok()?, jvmti.method_name(f.method).ok()?.0));
     let places: Vec<(String, String)> = frames.iter().map(place).collect::<Option<_>>().ok_or("unreadable frames")?;
     let idle = places.len() == what.idle.len() && places.iter().zip(what.idle).all(|((c, n), (ic, iname))| c == ic && n == iname);
     if !idle || !jvmti.is_method_native(frames[0].method).unwrap_or(false) {

@@ -421,13 +421,12 @@ fn new_len(ins: &Insn, at: u32) -> u32 {
         return ins.len;
     }
     match ins.kind {
-        Kind::Plain => ins.len,
-        Kind::Branch if !ins.wide => 3,
+        Kind::Switch => ins.len - switch_pad(ins.off) + switch_pad(at),
         Kind::Branch if matches!(ins.op, OP_GOTO | OP_JSR) => 5,
         // Inverted condition over a goto_w.
         Kind::Branch => 8,
-        Kind::BranchW => 5,
-        Kind::Switch => ins.len - switch_pad(ins.off) + switch_pad(at),
+        // Never widened.
+        Kind::Plain | Kind::BranchW => ins.len,
     }
 }
 
