@@ -17,7 +17,7 @@ fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
 fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64, flush_every: usize) -> usize {
     let writer = StoreWriter::create(dir, WriterOptions { block_records: 7, ..Default::default() }).unwrap();
     let out = writer.handle();
-    let enc = Encoder::new(EncoderConfig { call_id_limit: limit, site_cache_capacity: 64 }, writer.handle());
+    let enc = Encoder::new(EncoderConfig { call_id_limit: limit, site_cache_capacity: 64, anchor_cache_capacity: 64 }, writer.handle());
     let rt = Runtime::new(prog, &enc);
     let mut threads: Vec<Option<SimThread>> = (0..16).map(|_| None).collect();
     let mut events = 0;

@@ -645,7 +645,7 @@ fn assert_loop_does_not_walk(main: &str, property: &str, what: &str) {
 fn finalizers() {
     Scenario::new("LiveFinalizers")
         .sample()
-        .expect(&["tracked-ctor-0", "finalizers-done-true", "finalize-on-Finalizer-8-true-null", "finalized-all-true", "finalizer-threads-1", "reference-handlers-1-true", "cancelled-unregistered-true"])
+        .expect(&["tracked-ctor-0", "finalizers-done-true", "finalize-on-Finalizer-8-true-null", "finalized-all-true", "finalizer-threads-1", "reference-handlers-1", "cancelled-unregistered-true"])
         .run();
     assert_loop_does_not_walk("LiveFinalizers", "finalizers.n", "finalizable objects");
 }

@@ -89,7 +89,9 @@ pub fn site_may_call(site: u32, method: u32) -> bool {
     let t = agent.registry.tables();
     match (t.sites.get(site as usize), t.methods.get(method as usize)) {
         (Some(Some(s)), Some(Some(m))) => {
-            s.target == crate::rewrite::ANY_TARGET || s.target == crate::rewrite::target_key(m.name(), m.descriptor())
+            // An invokedynamic's adapter for a call site that is not constant has another name.
+            let name = if m.name() == "linkToCallSite" { crate::rewrite::INDY_ADAPTER } else { m.name() };
+            s.target == crate::rewrite::ANY_TARGET || s.target == crate::rewrite::target_key(name, m.descriptor())
         }
         _ => false,
     }

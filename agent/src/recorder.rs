@@ -346,7 +346,10 @@ fn dotted(internal: &str) -> String {
 impl Recorder {
     /// Creates the store and the encoder; the registry's published classes flow into both.
     pub fn create(jvmti: Jvmti, out: PathBuf, options: &crate::options::Options) -> Result<Recorder, String> {
-        let writer = StoreWriter::create(&out, WriterOptions::default()).map_err(|e| format!("cannot create the store {}: {e}", out.display()))?;
+        // The writer only appends, so sled's cache needs little more than the tree's right edge:
+        // 4 MiB instead of the default 16 (peak RSS of a run, less by about as much).
+        let opts = WriterOptions { cache_bytes: 4 << 20, ..WriterOptions::default() };
+        let writer = StoreWriter::create(&out, opts).map_err(|e| format!("cannot create the store {}: {e}", out.display()))?;
         let handle = writer.handle();
         let encoder = Encoder::new(EncoderConfig::default(), handle.clone());
         Ok(Recorder {

@@ -21,8 +21,8 @@
 //!   any bytecode of the loop runs, so nothing is taken from the queue or the pending list), and
 //!   the loop does not catch it. The Finalizer thread's `Object.wait` returns at once
 //!   (StopThread interrupts it) and VMInit joins it. The Reference Handler's wait is not
-//!   interruptible: it dies when the next collection hands over references, and both threads
-//!   wake; the new one takes them.
+//!   interruptible: both threads wake when a collection hands over references, and the old one
+//!   dies if it sees them before the new one has taken them (else it waits for the next).
 //!
 //! Anything unexpected leaves the old thread as it was: still correct, only slower.
 

@@ -79,17 +79,20 @@ public class LiveFinalizers {
         }
         Lucce.mark(T.here("finalized-all-" + (finalized == n)));
         // The agent joined the old Finalizer thread; the old Reference Handler dies when a
-        // collection next hands over references, which a weak reference makes sure of.
+        // collection hands over references and it sees them before the new thread takes them
+        // (both wait for them), so every round makes a weak reference for the next collection.
         java.lang.ref.ReferenceQueue<Object> queue = new java.lang.ref.ReferenceQueue<>();
-        java.lang.ref.WeakReference<Object> weak = new java.lang.ref.WeakReference<>(new Object(), queue);
+        java.lang.ref.WeakReference<Object> weak = null;
         synchronized (LiveFinalizers.class) {
             while (alive("Reference Handler") > 1 && System.nanoTime() < deadline) {
+                weak = new java.lang.ref.WeakReference<>(new Object(), queue);
                 System.gc();
                 LiveFinalizers.class.wait(100);
             }
         }
+        java.lang.ref.Reference.reachabilityFence(weak);
         Lucce.mark(T.here("finalizer-threads-" + alive("Finalizer")));
-        Lucce.mark(T.here("reference-handlers-" + alive("Reference Handler") + "-" + (weak != null)));
+        Lucce.mark(T.here("reference-handlers-" + alive("Reference Handler")));
         // Not finalizable, a Cancelled object is phantom reachable after one collection (a
         // registered one would need its finalizer to run, then another collection). The timeout
         // is only reached when that is wrong.

@@ -3,6 +3,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.function.IntSupplier;
 
 import lucce.Lucce;
 
@@ -12,7 +13,10 @@ import lucce.Lucce;
  * then the target of linkToStatic): the test checks that the loop enters them without a stack
  * walk once known, and that the mark decodes exactly. (A MethodHandle.invokeExact still walks
  * on every call: its invoker calls three instrumented methods, and only the first finds the
- * call-site record.)
+ * call-site record.) The loop also runs invokedynamic instructions (a lambda, a capturing
+ * lambda), which the JVM links to Invokers$Holder.linkToTargetMethod: entered from the
+ * instruction's record, not by a walk per execution. (A string concatenation still walks three
+ * times: its lambda form, a hidden class, calls three instrumented methods in a row.)
  */
 public class LiveHandles {
     volatile int field;
@@ -36,6 +40,10 @@ public class LiveHandles {
         for (int i = 0; i < n; i++) {
             sum += array.get(i & 1) == null ? 0 : 1;
             vh.compareAndSet(h, i, i + 1);
+            IntSupplier one = () -> 1;
+            int j = i;
+            IntSupplier same = () -> j;
+            sum += one.getAsInt() + same.getAsInt() - j - 1;
         }
         last(sum + h.field + (int) mh.invokeExact(3));
     }

@@ -487,8 +487,9 @@ pub(crate) fn rewrite_method<'a>(
 }
 
 /// Of the invoke at `off`: whether it is an invokestatic of a method of `lucce/Lucce`, and the
-/// [`super::target_key`] of the name and descriptor it references ([`super::ANY_TARGET`] for a
-/// method of `MethodHandle` or `VarHandle`, or when unreadable).
+/// [`super::target_key`] of the name and descriptor it references ([`super::indy_target_key`]
+/// for an invokedynamic; [`super::ANY_TARGET`] for a method of `MethodHandle` or `VarHandle`, or
+/// when unreadable).
 fn invoke_target(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>, known: &mut Targets) -> (bool, u64) {
     const INVOKESTATIC: u8 = 0xB8;
     const INVOKEDYNAMIC: u8 = 0xBA;
@@ -531,6 +532,8 @@ impl Target {
         let lucce_api = class == Some(b"lucce/Lucce");
         let key = if matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle")) {
             super::ANY_TARGET
+        } else if indy {
+            nat.and_then(|(_, d)| super::indy_target_key(&mutf8(cp.utf8(d)?))).unwrap_or(super::ANY_TARGET)
         } else {
             nat.and_then(|(n, d)| Some(super::target_key(&mutf8(cp.utf8(n)?), &mutf8(cp.utf8(d)?))))
                 .unwrap_or(super::ANY_TARGET)
