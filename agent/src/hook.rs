@@ -50,6 +50,8 @@ pub enum SetupError {
 
 pub struct Agent {
     jvmti: Jvmti,
+    /// With `retransform` on: the environment of the VMInit batch ([`retransformer`]).
+    retransformer: Option<Jvmti>,
     options: Options,
     options_text: String,
     registry: Registry,
@@ -146,11 +148,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     let jvmti = unsafe { jvmti::JavaVM::get_jvmti(vm) }.ok_or(SetupError::NoJvmti)?;
     let potential = jvmti.potential_capabilities().map_err(|e| SetupError::Jvmti("GetPotentialCapabilities", e))?;
     let mut caps = Capabilities::default();
-    let mut want = vec![
-        (Capabilities::GENERATE_ALL_CLASS_HOOK_EVENTS, "generate all class hook events"),
-        (Capabilities::RETRANSFORM_CLASSES, "retransform classes"),
-        (Capabilities::RETRANSFORM_ANY_CLASS, "retransform any class"),
-    ];
+    let mut want = vec![(Capabilities::GENERATE_ALL_CLASS_HOOK_EVENTS, "generate all class hook events")];
     if !options.count_check.is_empty() {
         want.push((Capabilities::GENERATE_METHOD_ENTRY_EVENTS, "generate method entry events"));
     }
@@ -172,6 +170,12 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         restart_caps.iter().for_each(|&c| caps.set(c));
     }
     jvmti.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
+    let retransformer = if options.retransform {
+        // SAFETY: forwarded from the caller's contract.
+        Some(unsafe { retransformer(vm) }?)
+    } else {
+        None
+    };
     let counters = runtime::install_counters(options.counters, options.out.is_some())?;
     let count_check = (!options.count_check.is_empty()).then(CountCheck::default);
     let (recorder, registry) = match &options.out {
@@ -188,6 +192,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     };
     let agent = Agent {
         jvmti,
+        retransformer,
         options,
         options_text,
         registry,
@@ -210,6 +215,9 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     cb.method_entry(method_entry);
     cb.thread_end(thread_end);
     jvmti.set_event_callbacks(&cb).map_err(|e| SetupError::Jvmti("SetEventCallbacks", e))?;
+    if let Some(r) = retransformer {
+        r.set_event_callbacks(&cb).map_err(|e| SetupError::Jvmti("SetEventCallbacks", e))?;
+    }
     let mut events = vec![jvmti::JVMTI_EVENT_VM_INIT, jvmti::JVMTI_EVENT_VM_DEATH, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK];
     if recorder.is_some() {
         events.push(jvmti::JVMTI_EVENT_THREAD_END);
@@ -221,6 +229,31 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     }
     diag!(Info, "loaded; counters at {:#x}", counters.base_address());
     Ok(())
+}
+
+/// The environment that retransforms the classes loaded before VMInit: its own, because the JVM
+/// keeps a copy of the original bytes of every class that an environment able to retransform
+/// changes in its load hook (`JvmtiCachedClassFileData`, NMT's "Internal": 8.4 MB in
+/// lucene_search); so only this one can, and its hook is on only during the VMInit batch.
+///
+/// # Safety
+/// `vm` must be the `JavaVM*` the JVM passed to `Agent_OnLoad`.
+unsafe fn retransformer(vm: *mut jvmti::JavaVM) -> Result<Jvmti, SetupError> {
+    // SAFETY: forwarded from the caller's contract; every GetEnv makes a new environment.
+    let env = unsafe { jvmti::JavaVM::get_jvmti(vm) }.ok_or(SetupError::NoJvmti)?;
+    let potential = env.potential_capabilities().map_err(|e| SetupError::Jvmti("GetPotentialCapabilities", e))?;
+    let mut caps = Capabilities::default();
+    for (bit, what) in [
+        (Capabilities::RETRANSFORM_CLASSES, "retransform classes"),
+        (Capabilities::RETRANSFORM_ANY_CLASS, "retransform any class"),
+    ] {
+        if !potential.has(bit) {
+            return Err(SetupError::MissingCapability(what));
+        }
+        caps.set(bit);
+    }
+    env.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
+    Ok(env)
 }
 
 fn agent() -> Option<&'static Agent> {
@@ -239,7 +272,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 // ClassFileLoadHook
 
 unsafe extern "C" fn class_file_load_hook(
-    _jvmti: *mut JvmtiEnv,
+    jvmti: *mut JvmtiEnv,
     _jni: *mut JniEnv,
     class_being_redefined: jclass,
     _loader: jobject,
@@ -252,6 +285,10 @@ unsafe extern "C" fn class_file_load_hook(
 ) {
     let r = catch_unwind(AssertUnwindSafe(|| {
         let Some(a) = agent() else { return };
+        if a.retransformer.is_some_and(|r| r.0 == jvmti) && class_being_redefined.is_null() {
+            // A class loaded during the VMInit batch: the main environment, called first, did it.
+            return;
+        }
         if class_data.is_null() || class_data_len <= 0 || new_class_data.is_null() || new_class_data_len.is_null() {
             return;
         }
@@ -473,10 +510,11 @@ impl Agent {
                 return;
             }
         };
+        let Some(retransformer) = self.retransformer else { return };
         let hooked = lock(&self.hooked_early).take().unwrap_or_default();
         let mut batch: Vec<(jclass, String)> = Vec::new();
         for &c in &classes {
-            if !self.jvmti.is_modifiable_class(c).unwrap_or(false) {
+            if !retransformer.is_modifiable_class(c).unwrap_or(false) {
                 continue;
             }
             let Ok(sig) = self.jvmti.class_signature(c) else { continue };
@@ -487,14 +525,18 @@ impl Agent {
             }
         }
         let refs: Vec<jclass> = batch.iter().map(|(c, _)| *c).collect();
-        let (ok, failed, batch_ok, examples) = match self.jvmti.retransform_classes(&refs) {
+        let hook = |on| retransformer.set_event_notification_mode(on, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut());
+        if let Err(e) = hook(true) {
+            diag!(Error, "cannot enable the retransforming load hook: {e}");
+        }
+        let (ok, failed, batch_ok, examples) = match retransformer.retransform_classes(&refs) {
             Ok(()) => (refs.len() as u64, 0, true, Vec::new()),
             Err(e) => {
                 // RetransformClasses is all-or-nothing: find the culprits one by one.
                 diag!(Warn, "batch retransformation of {} classes failed ({e}); retrying one by one", refs.len());
                 let (mut ok, mut failed, mut examples) = (0, 0, Vec::new());
                 for (c, name) in &batch {
-                    match self.jvmti.retransform_classes(&[*c]) {
+                    match retransformer.retransform_classes(&[*c]) {
                         Ok(()) => ok += 1,
                         Err(e) => {
                             failed += 1;
@@ -508,6 +550,9 @@ impl Agent {
                 (ok, failed, false, examples)
             }
         };
+        if let Err(e) = hook(false) {
+            diag!(Warn, "cannot disable the retransforming load hook: {e}");
+        }
         for &c in &classes {
             jni.delete_local_ref(c);
         }
