@@ -93,7 +93,7 @@ pub fn site_may_call(site: u32, method: u32) -> bool {
         (Some(Some(s)), Some(Some(m))) => {
             // An invokedynamic's adapter for a call site that is not constant has another name.
             let name = if m.name() == "linkToCallSite" { crate::rewrite::INDY_ADAPTER } else { m.name() };
-            s.target == crate::rewrite::ANY_TARGET || s.target == crate::rewrite::target_key(name, m.descriptor())
+            s.target == crate::rewrite::ANY_TARGET || s.target == crate::rewrite::target_key_of_text(name, m.descriptor())
         }
         _ => false,
     }

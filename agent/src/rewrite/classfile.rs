@@ -294,11 +294,12 @@ pub(crate) fn for_each_attr<'a>(
 
 impl<'a> ClassFile<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Self, RewriteError> {
-        Self::parse_with(bytes, PoolBuffers::default())
+        Self::parse_with(bytes, PoolBuffers::default(), Vec::new())
     }
 
-    /// [`ClassFile::parse`] into reused buffers (get them back with [`ConstPool::into_buffers`]).
-    pub fn parse_with(bytes: &'a [u8], bufs: PoolBuffers) -> Result<Self, RewriteError> {
+    /// [`ClassFile::parse`] into reused buffers (get them back with [`ConstPool::into_buffers`]
+    /// and from `methods`).
+    pub fn parse_with(bytes: &'a [u8], bufs: PoolBuffers, mut methods: Vec<Method>) -> Result<Self, RewriteError> {
         let mut r = Reader::new(bytes, 0);
         if r.u4() != Some(0xCAFE_BABE) {
             return Err(malformed("bad magic"));
@@ -359,7 +360,10 @@ impl<'a> ClassFile<'a> {
             for_each_attr(&mut r, |_, _| Ok(()))?;
         }
         let nmethods = r.u2().ok_or(malformed("truncated methods"))?;
-        let mut methods = Vec::with_capacity(nmethods as usize);
+        methods.clear();
+        // The Code attributes' name entry once met (0 before: no Utf8 entry has index 0): the
+        // methods share it, so it is compared by index.
+        let mut code_name = 0;
         for _ in 0..nmethods {
             let access = r.u2().ok_or(malformed("truncated method"))?;
             let name = r.u2().ok_or(malformed("truncated method"))?;
@@ -368,8 +372,9 @@ impl<'a> ClassFile<'a> {
             let mut dup_code = false;
             let mut hidden = false;
             for_each_attr(&mut r, |n, span| {
-                match cp.utf8(n) {
+                match if n == code_name { Some(&b"Code"[..]) } else { cp.utf8(n) } {
                     Some(b"Code") => {
+                        code_name = n;
                         if code.is_some() {
                             dup_code = true;
                         }
@@ -457,6 +462,33 @@ fn mutf8_non_ascii(b: &[u8]) -> Cow<'_, str> {
         }
     }
     Cow::Owned(String::from_utf16_lossy(&units))
+}
+
+/// Text to Java's modified UTF-8, the inverse of [`mutf8`]: borrowed unless it holds NULs
+/// (`C0 80`) or supplementary characters (a surrogate pair, three bytes each), the only
+/// characters whose encodings differ from UTF-8.
+pub(crate) fn to_mutf8(s: &str) -> Cow<'_, [u8]> {
+    // A supplementary character's UTF-8 starts with F0..F4.
+    if !s.bytes().any(|b| b == 0 || b >= 0xF0) {
+        return Cow::Borrowed(s.as_bytes());
+    }
+    let mut out = Vec::with_capacity(s.len() + 8);
+    let mut units = [0u16; 2];
+    for c in s.chars() {
+        for &u in c.encode_utf16(&mut units).iter() {
+            let u = u as u32;
+            match u {
+                1..=0x7F => out.push(u as u8),
+                0 | 0x80..=0x7FF => out.extend_from_slice(&[0xC0 | (u >> 6) as u8, 0x80 | (u & 0x3F) as u8]),
+                _ => out.extend_from_slice(&[
+                    0xE0 | (u >> 12) as u8,
+                    0x80 | ((u >> 6) & 0x3F) as u8,
+                    0x80 | (u & 0x3F) as u8,
+                ]),
+            }
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Constant-pool entries appended after the original ones.
@@ -588,5 +620,20 @@ fn skip_element_value(r: &mut Reader<'_>, depth: u32) -> Option<()> {
             Some(())
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{mutf8, to_mutf8};
+
+    #[test]
+    fn modified_utf8_round_trip() {
+        // Plain, NUL (C0 80), a BMP character, a supplementary one (a surrogate pair).
+        for raw in [&b"run"[..], b"a\xC0\x80b", b"\xC3\xA9t\xC3\xA9", b"x\xED\xA0\xBD\xED\xB8\x80y"] {
+            let text = mutf8(raw);
+            assert_eq!(&*to_mutf8(&text), raw);
+            assert_eq!(crate::rewrite::target_key_of_text(&text, "()V"), crate::rewrite::target_key(raw, b"()V"));
+        }
     }
 }

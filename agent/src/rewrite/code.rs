@@ -94,23 +94,34 @@ pub(crate) struct Decoded {
     pub nprobes: u32,
 }
 
-/// `OP_INFO` flag: a fixed-length instruction that is neither a branch nor probed (it joins a run
-/// of plain instructions); the low bits hold its length.
-const PLAIN: u8 = 0x80;
-
-/// Per opcode: its [`fixed_len`] (0 for variable-length and invalid opcodes), with `PLAIN` set
-/// for plain instructions.
-static OP_INFO: [u8; 256] = {
+/// Per opcode: the length of a plain instruction (fixed-length, neither a branch nor probed: it
+/// joins a run of plain instructions), 0 for any other opcode.
+static PLAIN_LEN: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut op = 0;
     while op < 256 {
         let o = op as u8;
         let branch = matches!(o, 0x99..=0xA8 | 0xC6..=0xC9);
         if let Some(n) = fixed_len(o) {
-            t[op] = n as u8;
-            if n > 0 && !branch && !is_invoke(o) && !is_alloc(o) {
-                t[op] |= PLAIN;
+            if !branch && !is_invoke(o) && !is_alloc(o) {
+                t[op] = n as u8;
             }
+        }
+        op += 1;
+    }
+    t
+};
+
+/// An invalid opcode in [`FIXED_LEN`].
+const INVALID: u8 = 0xFF;
+
+/// Per opcode: [`fixed_len`] as a table, [`INVALID`] for None.
+static FIXED_LEN: [u8; 256] = {
+    let mut t = [INVALID; 256];
+    let mut op = 0;
+    while op < 256 {
+        if let Some(n) = fixed_len(op as u8) {
+            t[op] = n as u8;
         }
         op += 1;
     }
@@ -236,34 +247,34 @@ impl Decoded {
         let mut off = 0u32;
         while off < code_len {
             let op = code[off as usize];
-            let info = OP_INFO[op as usize];
-            if info & PLAIN != 0 {
+            if PLAIN_LEN[op as usize] != 0 {
                 // The common case: no Insn of its own, no probe, no target. The whole run of
-                // such instructions is taken in this tight loop.
-                let mut len = (info & !PLAIN) as u32;
-                if off + len > code_len {
-                    return Err(overrun);
+                // such instructions is taken in this tight loop, on a slice of `index_of` (a
+                // store through the vector would make the compiler reload its fields).
+                if !run {
+                    self.insns.push(Insn::plain(off, 0, op));
+                    run = true;
                 }
-                self.add_plain(off, len, op, &mut run);
                 let seg = self.insns.len() - 1;
-                off += len;
-                while off < code_len {
-                    let info = OP_INFO[code[off as usize] as usize];
-                    if info & PLAIN == 0 {
+                let index_of = &mut self.index_of[..code.len()];
+                let mut at = off as usize;
+                while let Some(&op) = code.get(at) {
+                    let len = PLAIN_LEN[op as usize] as usize;
+                    if len == 0 {
                         break;
                     }
-                    len = (info & !PLAIN) as u32;
-                    if off + len > code_len {
+                    if at + len > code.len() {
                         return Err(overrun);
                     }
-                    self.index_of[off as usize] = seg as u32;
-                    off += len;
+                    index_of[at] = seg as u32;
+                    at += len;
                 }
+                off = at as u32;
                 self.insns[seg].len = off - self.insns[seg].off;
                 continue;
             }
-            let fl = match info {
-                0 => fixed_len(op).ok_or(SkipReason::MalformedCode("unknown opcode"))?,
+            let fl = match FIXED_LEN[op as usize] {
+                INVALID => return Err(SkipReason::MalformedCode("unknown opcode")),
                 n => n as u32,
             };
             let mut ins = Insn::plain(off, fl, op);
@@ -402,15 +413,30 @@ impl Decoded {
     }
 }
 
-/// New positions; `start`/`at` have one entry per segment plus one for the code end.
+/// New positions; `start` has one entry per segment plus one for the code end. [`emit`] records
+/// them as it writes the code; [`Layout::compute`] computes them beforehand to choose the branches
+/// to widen, for a method whose new code may pass 32 KiB.
 #[derive(Default)]
 pub(crate) struct Layout {
     pub start: Vec<u32>,
-    pub at: Vec<u32>,
     pub code_len: u32,
     pub entry_len: u32,
     /// Some 16-bit branch is in its wide form.
     pub any_wide: bool,
+    /// [`emit`]'s branch displacements still to write.
+    fixups: Vec<Fixup>,
+}
+
+/// A branch displacement [`emit`] writes once every position is known.
+struct Fixup {
+    /// Where the displacement goes in the new code.
+    at: u32,
+    /// The new position it is relative to.
+    origin: u32,
+    /// The old offset of the target.
+    target: u32,
+    /// Four bytes, else two.
+    wide: bool,
 }
 
 /// Size of an instruction at new opcode position `at`.
@@ -431,6 +457,13 @@ fn new_len(ins: &Insn, at: u32) -> u32 {
 }
 
 impl Layout {
+    /// New position of segment `i`'s (first) opcode: after its call probe, if it has one.
+    #[inline]
+    pub fn at(&self, d: &Decoded, i: usize) -> u32 {
+        let ins = &d.insns[i];
+        self.start[i] + if ins.probe == Probe::Call { ins.probe_len } else { 0 }
+    }
+
     /// New position of the instruction boundary at old offset `off` (or of the code end).
     #[inline]
     pub fn pos(&self, d: &Decoded, off: u32) -> Option<u32> {
@@ -448,13 +481,11 @@ impl Layout {
         self.entry_len = entry_len;
         self.start.clear();
         self.start.resize(n + 1, 0);
-        self.at.clear();
-        self.at.resize(n + 1, 0);
         // Whether some branch is wide, as of the last pass (which changed no flag).
         let any_wide = loop {
             let mut pos = entry_len;
             let mut any_wide = false;
-            for ((ins, start), at) in d.insns.iter().zip(&mut self.start).zip(&mut self.at) {
+            for (ins, start) in d.insns.iter().zip(&mut self.start) {
                 *start = pos;
                 // A call probe goes before the instruction, an allocation probe after it.
                 let (before, after) = match ins.probe {
@@ -463,7 +494,6 @@ impl Layout {
                     Probe::Alloc => (0, ins.probe_len),
                 };
                 pos += before;
-                *at = pos;
                 pos += new_len(ins, pos) + after;
                 any_wide |= ins.wide;
                 // Give up early on absurd sizes; u32 cannot overflow before this trips.
@@ -472,7 +502,6 @@ impl Layout {
                 }
             }
             self.start[n] = pos;
-            self.at[n] = pos;
             self.code_len = pos;
             // The new code with every branch narrow fits in the i16 range: no displacement can
             // overflow, so the widening check is skipped (the common case).
@@ -484,7 +513,7 @@ impl Layout {
                 let ins = d.insns[i];
                 if ins.kind == Kind::Branch && !ins.wide {
                     let t = self.pos(d, ins.target).ok_or(SkipReason::MalformedCode("target"))?;
-                    let disp = t as i64 - self.at[i] as i64;
+                    let disp = t as i64 - self.at(d, i) as i64;
                     if disp < i16::MIN as i64 || disp > i16::MAX as i64 {
                         d.insns[i].wide = true;
                         changed = true;
@@ -539,54 +568,62 @@ fn copy_run(out: &mut Vec<u8>, code: &[u8], off: usize, run: &[u8]) {
     out.extend_from_slice(run);
 }
 
-/// Appends the new code array to `out` (on error, maybe part of it).
+/// Appends the new code array to `out` (on error, maybe part of it), and records where it put
+/// each segment in `lay.start` and the new length in `lay.code_len`: the layout is where the
+/// bytes land, with the branch forms that `wide` flags chose (none without [`Layout::compute`]).
+/// Branch and switch displacements are written at the end, when every target's place is known.
 pub(crate) fn emit(
     code: &[u8],
     d: &Decoded,
-    lay: &Layout,
+    lay: &mut Layout,
     pushes: &Pushes<'_>,
     locals: ProbeLocals,
     refs: &RuntimeRefs,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
     let base = out.len();
-    // The slack takes the fixed-size copies that are cut back (`copy_run`, probes).
-    out.reserve(lay.code_len as usize + 16);
+    lay.start.clear();
+    lay.fixups.clear();
     probes::emit_entry(out, pushes.method, locals, refs);
     let tail = probes::SiteTail::new(locals, refs);
     let bad = SkipReason::MalformedCode("emit");
+    // Appends a placeholder for a displacement from `origin` to old offset `target`.
+    let mut branch = |out: &mut Vec<u8>, origin: u32, target: u32, wide: bool| {
+        let at = (out.len() - base) as u32;
+        lay.fixups.push(Fixup { at, origin, target, wide });
+        out.extend_from_slice(if wide { &[0; 4] } else { &[0; 2] });
+    };
     for (i, ins) in d.insns.iter().enumerate() {
+        lay.start.push((out.len() - base) as u32);
         let push = pushes.site.get(i).copied().flatten();
         if ins.probe == Probe::Call {
             probes::emit_site_with(out, false, push.ok_or(bad.clone())?, &tail);
         }
-        debug_assert_eq!((out.len() - base) as u32, lay.at[i]);
-        let at = lay.at[i];
+        let at = (out.len() - base) as u32;
         let off = ins.off as usize;
         let orig = code.get(off..off + ins.len as usize).ok_or(bad.clone())?;
         match ins.kind {
             Kind::Plain => copy_run(out, code, off, orig),
             Kind::Branch | Kind::BranchW => {
-                let t = lay.pos(d, ins.target).ok_or(bad.clone())? as i64;
                 if ins.kind == Kind::BranchW {
                     out.push(ins.op);
-                    out.extend_from_slice(&((t - at as i64) as i32).to_be_bytes());
+                    branch(out, at, ins.target, true);
                 } else if !ins.wide {
                     out.push(ins.op);
-                    out.extend_from_slice(&((t - at as i64) as i16).to_be_bytes());
+                    branch(out, at, ins.target, false);
                 } else if matches!(ins.op, OP_GOTO | OP_JSR) {
                     out.push(if ins.op == OP_GOTO {
                         OP_GOTO_W
                     } else {
                         OP_JSR_W
                     });
-                    out.extend_from_slice(&((t - at as i64) as i32).to_be_bytes());
+                    branch(out, at, ins.target, true);
                 } else {
                     // if!cond +8 (skip the goto_w); goto_w target.
                     out.push(invert(ins.op));
                     out.extend_from_slice(&8i16.to_be_bytes());
                     out.push(OP_GOTO_W);
-                    out.extend_from_slice(&((t - (at as i64 + 3)) as i32).to_be_bytes());
+                    branch(out, at + 3, ins.target, true);
                 }
             }
             Kind::Switch => {
@@ -599,25 +636,21 @@ pub(crate) fn emit(
                     .targets
                     .get(ins.target as usize..(ins.target + ins.ntargets) as usize)
                     .ok_or(bad.clone())?;
-                let disp = |k: usize| -> Result<[u8; 4], SkipReason> {
-                    let t = lay.pos(d, tg[k]).ok_or(SkipReason::MalformedCode("emit"))?;
-                    Ok(((t as i64 - at as i64) as i32).to_be_bytes())
-                };
-                out.extend_from_slice(&disp(0)?);
+                branch(out, at, tg[0], true);
                 let rest = code
                     .get(base as usize + 4..off + ins.len as usize)
                     .ok_or(bad.clone())?;
                 if ins.op == OP_TABLESWITCH {
                     out.extend_from_slice(rest.get(..8).ok_or(bad.clone())?); // low, high
-                    for k in 1..tg.len() {
-                        out.extend_from_slice(&disp(k)?);
+                    for &t in &tg[1..] {
+                        branch(out, at, t, true);
                     }
                 } else {
                     out.extend_from_slice(rest.get(..4).ok_or(bad.clone())?); // npairs
-                    for k in 1..tg.len() {
+                    for (k, &t) in tg.iter().enumerate().skip(1) {
                         let m = 4 + (k - 1) * 8;
                         out.extend_from_slice(rest.get(m..m + 4).ok_or(bad.clone())?);
-                        out.extend_from_slice(&disp(k)?);
+                        branch(out, at, t, true);
                     }
                 }
             }
@@ -626,8 +659,19 @@ pub(crate) fn emit(
             probes::emit_site_with(out, true, push.ok_or(bad.clone())?, &tail);
         }
     }
-    if out.len() - base != lay.code_len as usize {
-        return Err(SkipReason::MalformedCode("layout mismatch"));
+    let len = u32::try_from(out.len() - base).map_err(|_| SkipReason::CodeTooLarge)?;
+    lay.start.push(len);
+    lay.code_len = len;
+    let new_code = &mut out[base..];
+    for f in &lay.fixups {
+        let t = lay.pos(d, f.target).ok_or(bad.clone())?;
+        let disp = t as i64 - f.origin as i64;
+        let at = f.at as usize;
+        if f.wide {
+            new_code[at..at + 4].copy_from_slice(&(disp as i32).to_be_bytes());
+        } else {
+            new_code[at..at + 2].copy_from_slice(&(disp as i16).to_be_bytes());
+        }
     }
     Ok(())
 }

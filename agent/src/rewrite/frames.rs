@@ -306,7 +306,7 @@ fn write_vt<'a>(
                 return Err(bad("Uninitialized does not name a new"));
             }
             // A `new` has a probe, so it is a segment of its own: `at` is its opcode.
-            let at = lay.at[i];
+            let at = lay.at(d, i);
             out.push(8);
             out.extend_from_slice(&(at as u16).to_be_bytes());
         }

@@ -13,7 +13,7 @@
 
 use std::ops::Range;
 
-use super::classfile::{be_u16, for_each_attr, mutf8, Reader, MAX_CP_COUNT};
+use super::classfile::{be_u16, for_each_attr, ConstPool, Reader, MAX_CP_COUNT};
 use super::code::{self, Decoded, Kind, Layout, Probe, Pushes, OP_GOTO, OP_JSR};
 use super::frames::{self, Frames};
 use super::pool::PoolEdit;
@@ -43,6 +43,9 @@ pub(crate) struct Scratch<'a> {
     sub: Vec<(Range<usize>, Range<usize>, u8)>,
     /// What the class's invoked constant-pool entries call (see [`Targets`]).
     targets: Targets,
+    /// Per class, by constant-pool index, the `ATTR_*` kind of each attribute name met so far
+    /// plus 1 (0: not met yet): a class's methods share their attribute names' entries.
+    attr_kinds: Vec<u8>,
 }
 
 /// Per class, [`invoke_target`]'s answer for each constant-pool entry already invoked: most
@@ -77,6 +80,7 @@ impl Scratch<'_> {
                 slot: clear(self.targets.slot),
                 known: clear(self.targets.known),
             },
+            attr_kinds: clear(self.attr_kinds),
         }
     }
 }
@@ -90,7 +94,37 @@ const ATTR_OTHER: u8 = 0;
 const ATTR_SMT: u8 = 1;
 const ATTR_LNT: u8 = 2;
 const ATTR_LVT: u8 = 3;
-const ATTR_DROP: u8 = 4;
+/// LocalVariableTypeTable: checked and remapped like a LocalVariableTable, without the probe
+/// locals' entries.
+const ATTR_LVTT: u8 = 4;
+const ATTR_DROP: u8 = 5;
+
+/// The `ATTR_*` kind of the Code sub-attribute named by entry `name`, remembered in `kinds`
+/// (see `Scratch::attr_kinds`).
+fn attr_kind(kinds: &mut Vec<u8>, cp: &ConstPool<'_>, name: u16) -> u8 {
+    if kinds.len() != cp.count() as usize {
+        // The first attribute of the class (the memo is emptied between classes).
+        kinds.clear();
+        kinds.resize(cp.count() as usize, 0);
+    }
+    if let Some(&k) = kinds.get(name as usize).filter(|&&k| k != 0) {
+        return k - 1;
+    }
+    let kind = match cp.utf8(name) {
+        Some(b"StackMapTable") => ATTR_SMT,
+        Some(b"LineNumberTable") => ATTR_LNT,
+        Some(b"LocalVariableTable") => ATTR_LVT,
+        Some(b"LocalVariableTypeTable") => ATTR_LVTT,
+        // Their offsets (type paths into locals, new, casts) would need remapping; type
+        // annotations on code are not used by the JVM, so dropping them is safe.
+        Some(b"RuntimeVisibleTypeAnnotations") | Some(b"RuntimeInvisibleTypeAnnotations") => ATTR_DROP,
+        _ => ATTR_OTHER,
+    };
+    if let Some(k) = kinds.get_mut(name as usize) {
+        *k = kind + 1;
+    }
+    kind
+}
 
 /// `return` (void).
 const RETURN: u8 = 0xB1;
@@ -169,24 +203,14 @@ pub(crate) fn rewrite_method<'a>(
     sub.clear();
     let mut smt_name = None;
     let mut has_lnt = false;
+    let kinds = &mut s.attr_kinds;
     for_each_attr(&mut r, |n, span| {
-        let kind = match pool.cp.utf8(n) {
-            Some(b"StackMapTable") => {
-                smt_name = Some(n);
-                ATTR_SMT
-            }
-            Some(b"LineNumberTable") => {
-                has_lnt = true;
-                ATTR_LNT
-            }
-            Some(b"LocalVariableTable") | Some(b"LocalVariableTypeTable") => ATTR_LVT,
-            // Their offsets (type paths into locals, new, casts) would need remapping; type
-            // annotations on code are not used by the JVM, so dropping them is safe.
-            Some(b"RuntimeVisibleTypeAnnotations") | Some(b"RuntimeInvisibleTypeAnnotations") => {
-                ATTR_DROP
-            }
-            _ => ATTR_OTHER,
-        };
+        let kind = attr_kind(kinds, &pool.cp, n);
+        match kind {
+            ATTR_SMT => smt_name = Some(n),
+            ATTR_LNT => has_lnt = true,
+            _ => {}
+        }
         sub.push((span.whole, span.info, kind));
         Ok(())
     })
@@ -266,7 +290,7 @@ pub(crate) fn rewrite_method<'a>(
                     s.lines.push((pc, be_u16(t, 4 + e * 4).unwrap_or(0)));
                 }
             }
-            ATTR_LVT => {
+            ATTR_LVT | ATTR_LVTT => {
                 let n = be_u16(t, 0).ok_or(bad_table("LocalVariableTable"))? as usize;
                 if t.len() != 2 + n * 10 {
                     return Err(bad_table("LocalVariableTable length"));
@@ -291,7 +315,8 @@ pub(crate) fn rewrite_method<'a>(
     let lay = &mut s.lay;
     let worst_bound =
         code_len as u64 + d.nprobes as u64 * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
-    if worst_bound > i16::MAX as u64 {
+    let may_widen = worst_bound > i16::MAX as u64;
+    if may_widen {
         for ins in d.insns.iter_mut() {
             if ins.probe != Probe::None {
                 ins.probe_len = worst_site;
@@ -342,16 +367,22 @@ pub(crate) fn rewrite_method<'a>(
     if pool.app.count() > MAX_CP_COUNT {
         return Err(SkipReason::ConstantPoolFull);
     }
-    lay.compute(d, probes::entry_len(method_push, locals))?;
-    if needs_frames && lay.any_wide {
-        add_widening_frames(frames, d, code, pool, cx.this_class)?;
-    }
+    // Which branches widen, when any may; `emit` then records the positions as it writes the
+    // code (alone when nothing can widen).
+    let planned_len = if may_widen {
+        lay.compute(d, probes::entry_len(method_push, locals))?;
+        if needs_frames && lay.any_wide {
+            add_widening_frames(frames, d, code, pool, cx.this_class)?;
+        }
+        Some(lay.code_len)
+    } else {
+        None
+    };
     let refs = pool.runtime_refs();
 
     // The new Code attribute.
     let base = out.len();
-    let new_code_len = lay.code_len;
-    out.reserve(m.attr.len() + new_code_len as usize - code_len + 64);
+    out.reserve(m.attr.len() + worst_bound as usize - code_len);
     out.extend_from_slice(
         bytes
             .get(m.attr.start..m.attr.start + 2)
@@ -360,7 +391,8 @@ pub(crate) fn rewrite_method<'a>(
     out.extend_from_slice(&[0, 0, 0, 0]); // length, patched below
     out.extend_from_slice(&new_stack.to_be_bytes());
     out.extend_from_slice(&(max_locals + locals.extra_locals()).to_be_bytes());
-    out.extend_from_slice(&new_code_len.to_be_bytes());
+    let code_len_at = out.len();
+    out.extend_from_slice(&[0, 0, 0, 0]); // code_length, patched below
     code::emit(
         code,
         d,
@@ -373,16 +405,20 @@ pub(crate) fn rewrite_method<'a>(
         &refs,
         out,
     )?;
-    out.extend_from_slice(&(nexc as u16).to_be_bytes());
-    for k in 0..nexc {
-        let e = exc_start + k * 8;
+    let new_code_len = lay.code_len;
+    if planned_len.is_some_and(|l| l != new_code_len) {
+        return Err(SkipReason::MalformedCode("layout mismatch"));
+    }
+    out[code_len_at..code_len_at + 4].copy_from_slice(&new_code_len.to_be_bytes());
+    // The tables below are copied whole, then their offsets remapped in place.
+    let at = out.len() + 2;
+    out.extend_from_slice(info.get(exc_start - 2..exc_start + nexc * 8).ok_or(trunc.clone())?);
+    for e in out[at..].chunks_exact_mut(8) {
         // start, end (exclusive; code_len maps to the new end), handler.
         for j in [0, 2, 4] {
-            let pc = be_u16(info, e + j).unwrap_or(0) as u32;
-            let np = lay.pos(d, pc).ok_or(bad_table("exception"))?;
-            out.extend_from_slice(&(np as u16).to_be_bytes());
+            let np = lay.pos(d, get_u16(e, j)).ok_or(bad_table("exception"))?;
+            set_u16(e, j, np);
         }
-        out.extend_from_slice(info.get(e + 6..e + 8).ok_or(trunc.clone())?);
     }
     let count_at = out.len();
     out.extend_from_slice(&[0, 0]);
@@ -408,22 +444,22 @@ pub(crate) fn rewrite_method<'a>(
             ATTR_LNT => {
                 let start = out.len();
                 write_attr_header(out, head);
-                out.extend_from_slice(t.get(0..2).ok_or(trunc.clone())?);
-                for e in 0..(t.len() - 2) / 4 {
-                    let pc = be_u16(t, 2 + e * 4).unwrap_or(0) as u32;
+                out.extend_from_slice(t);
+                for e in out[start + 8..].chunks_exact_mut(4) {
+                    let pc = get_u16(e, 0);
                     // Offset 0 stays 0 so the entry probe belongs to the first line.
-                    let np = if pc == 0 { 0 } else { map_pc(d, lay, pc)? };
-                    out.extend_from_slice(&(np as u16).to_be_bytes());
-                    out.extend_from_slice(t.get(4 + e * 4..6 + e * 4).ok_or(trunc.clone())?);
+                    if pc != 0 {
+                        set_u16(e, 0, map_pc(d, lay, pc)?);
+                    }
                 }
                 patch_len(out, start)?;
             }
-            ATTR_LVT => {
+            ATTR_LVT | ATTR_LVTT => {
                 let start = out.len();
                 write_attr_header(out, head);
                 // JVMTI reads a local of a method that has a LocalVariableTable only when the
                 // table describes it: the probe locals get entries over the whole code.
-                let is_lvt = pool.cp.utf8(u16::from_be_bytes([head[0], head[1]])) == Some(b"LocalVariableTable");
+                let is_lvt = *k == ATTR_LVT;
                 let n = be_u16(t, 0).ok_or(trunc.clone())?;
                 let entries = match (is_lvt, locals.leaf) {
                     (false, _) => [None, None],
@@ -445,16 +481,16 @@ pub(crate) fn rewrite_method<'a>(
                     out.extend_from_slice(&desc.to_be_bytes());
                     out.extend_from_slice(&slot.to_be_bytes());
                 }
-                for e in 0..(t.len() - 2) / 10 {
-                    let b = 2 + e * 10;
-                    let st = be_u16(t, b).unwrap_or(0) as u32;
-                    let end = st + be_u16(t, b + 2).unwrap_or(0) as u32;
+                let at = out.len();
+                out.extend_from_slice(t.get(2..).ok_or(trunc.clone())?);
+                for e in out[at..].chunks_exact_mut(10) {
+                    let st = get_u16(e, 0);
+                    let end = st + get_u16(e, 2);
                     // Variables live from 0 (parameters) also cover the entry probe.
                     let ns = if st == 0 { 0 } else { map_pc(d, lay, st)? };
                     let ne = map_pc(d, lay, end)?;
-                    out.extend_from_slice(&(ns as u16).to_be_bytes());
-                    out.extend_from_slice(&(ne.saturating_sub(ns) as u16).to_be_bytes());
-                    out.extend_from_slice(t.get(b + 4..b + 10).ok_or(trunc.clone())?);
+                    set_u16(e, 0, ns);
+                    set_u16(e, 2, ne.saturating_sub(ns));
                 }
                 patch_len(out, start)?;
             }
@@ -490,7 +526,8 @@ pub(crate) fn rewrite_method<'a>(
 /// [`super::target_key`] of the name and descriptor it references ([`super::indy_target_key`]
 /// for an invokedynamic; [`super::ANY_TARGET`] for a method of `MethodHandle` or `VarHandle`, or
 /// when unreadable).
-fn invoke_target(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>, known: &mut Targets) -> (bool, u64) {
+#[inline]
+fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets) -> (bool, u64) {
     const INVOKESTATIC: u8 = 0xB8;
     const INVOKEDYNAMIC: u8 = 0xBA;
     let o = off as usize;
@@ -518,8 +555,10 @@ fn invoke_target(code: &[u8], off: u32, cp: &super::classfile::ConstPool<'_>, kn
 }
 
 impl Target {
-    /// What an invoke of entry `idx` (an invokedynamic when `indy`) calls.
-    fn of(cp: &super::classfile::ConstPool<'_>, idx: u16, indy: bool) -> Target {
+    /// What an invoke of entry `idx` (an invokedynamic when `indy`) calls. Out of line: the
+    /// cache lookup around it stays small enough to inline.
+    #[inline(never)]
+    fn of(cp: &ConstPool<'_>, idx: u16, indy: bool) -> Target {
         let (class, nat) = if indy {
             (None, cp.dynamic_nat(idx))
         } else {
@@ -533,9 +572,9 @@ impl Target {
         let key = if matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle")) {
             super::ANY_TARGET
         } else if indy {
-            nat.and_then(|(_, d)| super::indy_target_key(&mutf8(cp.utf8(d)?))).unwrap_or(super::ANY_TARGET)
+            nat.and_then(|(_, d)| super::indy_target_key(cp.utf8(d)?)).unwrap_or(super::ANY_TARGET)
         } else {
-            nat.and_then(|(n, d)| Some(super::target_key(&mutf8(cp.utf8(n)?), &mutf8(cp.utf8(d)?))))
+            nat.and_then(|(n, d)| Some(super::target_key(cp.utf8(n)?, cp.utf8(d)?)))
                 .unwrap_or(super::ANY_TARGET)
         };
         Target { indy, lucce_api, key }
@@ -578,6 +617,18 @@ fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
 #[inline]
 fn push_for(id: u32, pool: &mut PoolEdit<'_>) -> IntPush {
     IntPush::inline(id).unwrap_or_else(|| IntPush::Ldc(pool.integer(id as i32)))
+}
+
+/// The big-endian u16 at `b[at..]`.
+#[inline]
+fn get_u16(b: &[u8], at: usize) -> u32 {
+    u16::from_be_bytes([b[at], b[at + 1]]) as u32
+}
+
+/// Writes `v` (a new code offset, below 65536) as the big-endian u16 at `b[at..]`.
+#[inline]
+fn set_u16(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 2].copy_from_slice(&(v as u16).to_be_bytes());
 }
 
 fn write_attr_header(out: &mut Vec<u8>, name: &[u8]) {

@@ -53,6 +53,10 @@ struct Buffers {
     body: Vec<u8>,
     /// The appended constant-pool entries.
     app: Vec<u8>,
+    /// The class's methods.
+    methods: Vec<classfile::Method>,
+    /// (name, descriptor) of the rewritten methods.
+    rewritten: Vec<(u16, u16)>,
 }
 
 thread_local! {
@@ -117,14 +121,27 @@ pub struct SiteInfo {
 /// (`VarHandleGuards.guard_LI_L`) and targets (`linkToStatic`).
 pub const ANY_TARGET: u64 = 0;
 
-/// A key of a method's name and descriptor (never [`ANY_TARGET`]): a method entered straight
-/// from a call site can be that call only if its key equals the site's `target` (otherwise it
-/// is an upcall the JVM made while resolving the call: `loadClass`, `<clinit>`).
-pub fn target_key(name: &str, descriptor: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
+/// A key of a method's name and descriptor, given as their modified-UTF-8 bytes as in the class
+/// file (never [`ANY_TARGET`]): a method entered straight from a call site can be that call only
+/// if its key equals the site's `target` (otherwise it is an upcall the JVM made while resolving
+/// the call: `loadClass`, `<clinit>`). Raw bytes, so that a call site's key needs no decoding.
+pub fn target_key(name: &[u8], descriptor: &[u8]) -> u64 {
+    use std::hash::Hasher;
     let mut h = rustc_hash::FxHasher::default();
-    (name, descriptor).hash(&mut h);
+    // What hashing the pair as `(&str, &str)` feeds the hasher, so that a key is the one of the
+    // decoded names whenever those are their own modified UTF-8 (all names in practice).
+    for s in [name, descriptor] {
+        h.write(s);
+        h.write_u8(0xff);
+    }
     h.finish().max(1)
+}
+
+/// [`target_key`] of a name and descriptor held as text (as the registry holds them, decoded by
+/// the rewriter): equal to the key of the modified-UTF-8 bytes they were decoded from (unless
+/// those were malformed and decoded with replacement characters).
+pub fn target_key_of_text(name: &str, descriptor: &str) -> u64 {
+    target_key(&classfile::to_mutf8(name), &classfile::to_mutf8(descriptor))
 }
 
 /// The name under which [`indy_target_key`] keys an invokedynamic's adapter.
@@ -136,34 +153,36 @@ pub const INDY_ADAPTER: &str = "linkToTargetMethod";
 /// constant) when the JDK holds one of that shape, else a hidden class a walk does not see: so
 /// the instruction's own name never enters, and with it as the key every execution walked
 /// (lucene_search: 208k walks). None for a malformed descriptor.
-pub fn indy_target_key(descriptor: &str) -> Option<u64> {
-    const OBJECT: &str = "Ljava/lang/Object;";
-    let (params, ret) = descriptor.strip_prefix('(')?.split_once(')')?;
-    let mut basic = String::with_capacity(descriptor.len() + OBJECT.len());
-    basic.push('(');
-    let mut rest = params;
-    while !rest.is_empty() {
-        let (ty, tail) = field_type(rest)?;
-        basic.push_str(basic_type(ty));
-        rest = tail;
+pub fn indy_target_key(descriptor: &[u8]) -> Option<u64> {
+    let body = descriptor.strip_prefix(b"(")?;
+    let close = body.iter().position(|&b| b == b')')?;
+    let (mut params, ret) = (&body[..close], &body[close + 1..]);
+    let mut basic = Vec::with_capacity(descriptor.len() + OBJECT.len());
+    basic.push(b'(');
+    while !params.is_empty() {
+        let (ty, tail) = field_type(params)?;
+        basic.extend_from_slice(basic_type(ty));
+        params = tail;
     }
-    basic.push_str(OBJECT);
-    basic.push(')');
+    basic.extend_from_slice(OBJECT);
+    basic.push(b')');
     match ret {
-        "V" => basic.push('V'),
+        b"V" => basic.push(b'V'),
         _ => match field_type(ret)? {
-            (ty, "") => basic.push_str(basic_type(ty)),
+            (ty, []) => basic.extend_from_slice(basic_type(ty)),
             _ => return None,
         },
     }
-    Some(target_key(INDY_ADAPTER, &basic))
+    Some(target_key(INDY_ADAPTER.as_bytes(), &basic))
 }
 
+const OBJECT: &[u8] = b"Ljava/lang/Object;";
+
 /// The first field type of `s` and what follows it.
-fn field_type(s: &str) -> Option<(&str, &str)> {
-    let dims = s.len() - s.trim_start_matches('[').len();
-    let end = match s.as_bytes().get(dims)? {
-        b'L' => dims + s[dims..].find(';')? + 1,
+fn field_type(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let dims = s.iter().take_while(|&&b| b == b'[').count();
+    let end = match s.get(dims)? {
+        b'L' => dims + s[dims..].iter().position(|&b| b == b';')? + 1,
         b'B' | b'C' | b'D' | b'F' | b'I' | b'J' | b'S' | b'Z' => dims + 1,
         _ => return None,
     };
@@ -172,20 +191,20 @@ fn field_type(s: &str) -> Option<(&str, &str)> {
 
 /// A field type's basic type as lambda forms spell it (`MethodType.basicType`): references are
 /// `Object`, `boolean`, `byte`, `short` and `char` are `int`.
-fn basic_type(ty: &str) -> &str {
+fn basic_type(ty: &[u8]) -> &'static [u8] {
     match ty {
-        "J" => "J",
-        "F" => "F",
-        "D" => "D",
-        "B" | "C" | "I" | "S" | "Z" => "I",
-        _ => "Ljava/lang/Object;",
+        b"J" => b"J",
+        b"F" => b"F",
+        b"D" => b"D",
+        b"B" | b"C" | b"I" | b"S" | b"Z" => b"I",
+        _ => OBJECT,
     }
 }
 
 /// The `target` of the call site at the `return` of `Object.<init>`, from which the JVM calls
 /// `Finalizer.register` for an object whose class has a finalizer.
 pub fn finalizer_register_key() -> u64 {
-    target_key("register", "(Ljava/lang/Object;)V")
+    target_key(b"register", b"(Ljava/lang/Object;)V")
 }
 
 /// Why a method with code was left unchanged.
@@ -276,7 +295,7 @@ pub fn rewrite_class_with<O>(
     output: impl FnOnce(&[&[u8]]) -> O,
 ) -> Result<(Option<O>, ClassStats), RewriteError> {
     let mut bufs = BUFFERS.with(|b| b.take()).unwrap_or_default();
-    let cf = ClassFile::parse_with(class_bytes, std::mem::take(&mut bufs.pool))?;
+    let cf = ClassFile::parse_with(class_bytes, std::mem::take(&mut bufs.pool), std::mem::take(&mut bufs.methods))?;
     let ClassFile {
         bytes,
         major,
@@ -310,6 +329,7 @@ pub fn rewrite_class_with<O>(
     let Buffers {
         method: scratch,
         body,
+        rewritten: rewritten_names,
         ..
     } = &mut *bufs;
     // Covariance: the 'static buffers serve this class's borrowed bytes until `recycle`.
@@ -317,7 +337,7 @@ pub fn rewrite_class_with<O>(
     body.clear();
     // Copied from the class bytes up to here.
     let mut copied = cp_end;
-    let mut rewritten_names = Vec::with_capacity(methods.len());
+    rewritten_names.clear();
     for m in &methods {
         let Some(code) = &m.code else { continue };
         if m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
@@ -366,8 +386,9 @@ pub fn rewrite_class_with<O>(
         }
     }
     bufs.method = scratch.recycle();
-    let out = finish(bytes, cp_end, copied, &pool, rewritten_names, &mut stats, &bufs.body, output);
+    let out = finish(bytes, cp_end, copied, &pool, &bufs.rewritten, &mut stats, &bufs.body, output);
     bufs.pool = pool.cp.into_buffers();
+    bufs.methods = methods;
     bufs.app = pool.app.bytes;
     BUFFERS.with(|b| b.set(Some(bufs)));
     Ok((out?, stats))
@@ -381,7 +402,7 @@ fn finish<O>(
     cp_end: usize,
     copied: usize,
     pool: &PoolEdit<'_>,
-    rewritten_names: Vec<(u16, u16)>,
+    rewritten_names: &[(u16, u16)],
     stats: &mut ClassStats,
     body: &[u8],
     output: impl FnOnce(&[&[u8]]) -> O,
@@ -391,7 +412,7 @@ fn finish<O>(
     }
     if pool.app.count() > MAX_CP_COUNT {
         stats.methods_rewritten = 0;
-        for (n, d) in rewritten_names {
+        for &(n, d) in rewritten_names {
             let label = format!(
                 "{}{}",
                 mutf8(pool.cp.utf8(n).unwrap_or(b"?")),
@@ -413,20 +434,20 @@ mod tests {
 
     #[test]
     fn indy_keys_are_the_adapters_of_the_basic_types() {
-        let adapter = |d: &str| Some(target_key(INDY_ADAPTER, d));
+        let adapter = |d: &str| Some(target_key(INDY_ADAPTER.as_bytes(), d.as_bytes()));
         // The shapes lucene_search entered most (`Invokers$Holder`).
-        assert_eq!(indy_target_key("()Ljava/util/function/ToLongFunction;"), adapter("(Ljava/lang/Object;)Ljava/lang/Object;"));
+        assert_eq!(indy_target_key("()Ljava/util/function/ToLongFunction;".as_bytes()), adapter("(Ljava/lang/Object;)Ljava/lang/Object;"));
         assert_eq!(
-            indy_target_key("(I)Ljava/lang/String;"),
+            indy_target_key("(I)Ljava/lang/String;".as_bytes()),
             adapter("(ILjava/lang/Object;)Ljava/lang/Object;")
         );
         assert_eq!(
-            indy_target_key("([JZLjava/util/List;CD)V"),
+            indy_target_key("([JZLjava/util/List;CD)V".as_bytes()),
             adapter("(Ljava/lang/Object;ILjava/lang/Object;IDLjava/lang/Object;)V")
         );
-        assert_eq!(indy_target_key("(S)Z"), adapter("(ILjava/lang/Object;)I"));
+        assert_eq!(indy_target_key("(S)Z".as_bytes()), adapter("(ILjava/lang/Object;)I"));
         for bad in ["", "()", "(", "(Q)V", "(L)V", "()X", "()VV", "(I)[", "()II"] {
-            assert_eq!(indy_target_key(bad), None, "{bad}");
+            assert_eq!(indy_target_key(bad.as_bytes()), None, "{bad}");
         }
     }
 }

@@ -115,15 +115,17 @@ impl<'a> PoolEdit<'a> {
         let class = self.runtime_class();
         let mut refs = RuntimeRefs::default();
         // One Utf8 per distinct descriptor.
-        let mut descs: Vec<(&str, u16)> = Vec::with_capacity(3);
+        let mut descs = [("", 0); RuntimeMethod::COUNT];
+        let mut ndescs = 0;
         for m in RuntimeMethod::ALL {
             let name = self.app.utf8(m.name().as_bytes());
             let d = m.descriptor();
-            let desc = match descs.iter().find(|&&(s, _)| s == d) {
+            let desc = match descs[..ndescs].iter().find(|&&(s, _)| s == d) {
                 Some(&(_, i)) => i,
                 None => {
                     let i = self.app.utf8(d.as_bytes());
-                    descs.push((d, i));
+                    descs[ndescs] = (d, i);
+                    ndescs += 1;
                     i
                 }
             };

@@ -144,11 +144,6 @@ impl IntPush {
             }
         }
     }
-
-    #[inline]
-    fn emit(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.bytes()[..self.byte_len() as usize]);
-    }
 }
 
 /// The appended locals: CTX and VER (two longs), or a leaf's MARK (one int, in `ctx`).
@@ -193,11 +188,6 @@ fn local_insn_len(slot: u16) -> u32 {
     }
 }
 
-fn emit_local(out: &mut Vec<u8>, short0: u8, long_op: u8, slot: u16) {
-    let (b, n) = local_insn(short0, long_op, slot);
-    out.extend_from_slice(&b[..n]);
-}
-
 /// The bytes of a load or store of `slot` (shortest form) and their count.
 fn local_insn(short0: u8, long_op: u8, slot: u16) -> ([u8; 4], usize) {
     match slot {
@@ -210,9 +200,18 @@ fn local_insn(short0: u8, long_op: u8, slot: u16) -> ([u8; 4], usize) {
     }
 }
 
-fn emit_invokestatic(out: &mut Vec<u8>, refs: &RuntimeRefs, m: RuntimeMethod) {
-    out.push(INVOKESTATIC);
-    out.extend_from_slice(&refs.0[m as usize].to_be_bytes());
+fn invokestatic(refs: &RuntimeRefs, m: RuntimeMethod) -> [u8; 3] {
+    let r = refs.0[m as usize].to_be_bytes();
+    [INVOKESTATIC, r[0], r[1]]
+}
+
+/// Writes `bytes[..len]` at `buf[*n..]` as one fixed-size write (the bytes past `len` are
+/// overwritten by the next piece or cut off at the end), so that assembling a probe from its
+/// instructions calls no memcpy.
+#[inline]
+fn put<const N: usize>(buf: &mut [u8], n: &mut usize, bytes: [u8; N], len: usize) {
+    buf[*n..*n + N].copy_from_slice(&bytes);
+    *n += len;
 }
 
 /// Byte length of the entry probe.
@@ -224,17 +223,29 @@ pub fn entry_len(push: IntPush, l: ProbeLocals) -> u32 {
     }
 }
 
+/// Appends the entry probe; `out` needs 12 bytes of spare capacity past it (the buffer's fixed
+/// size less the shortest probe) to take it without growing.
 pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
-    push.emit(out);
+    // The longest: push (3), invokestatic (3), wide lstore (4), invokestatic, wide lstore.
+    let mut b = [0u8; 17];
+    let mut n = 0;
+    put(&mut b, &mut n, push.bytes(), push.byte_len() as usize);
     if l.leaf {
-        emit_invokestatic(out, refs, RuntimeMethod::Leaf);
-        emit_local(out, ISTORE_0, ISTORE, l.ctx);
-        return;
+        put(&mut b, &mut n, invokestatic(refs, RuntimeMethod::Leaf), 3);
+        let (st, len) = local_insn(ISTORE_0, ISTORE, l.ctx);
+        put(&mut b, &mut n, st, len);
+    } else {
+        put(&mut b, &mut n, invokestatic(refs, RuntimeMethod::Enter), 3);
+        let (st, len) = local_insn(LSTORE_0, LSTORE, l.ctx);
+        put(&mut b, &mut n, st, len);
+        put(&mut b, &mut n, invokestatic(refs, RuntimeMethod::Version), 3);
+        let (st, len) = local_insn(LSTORE_0, LSTORE, l.ver);
+        put(&mut b, &mut n, st, len);
     }
-    emit_invokestatic(out, refs, RuntimeMethod::Enter);
-    emit_local(out, LSTORE_0, LSTORE, l.ctx);
-    emit_invokestatic(out, refs, RuntimeMethod::Version);
-    emit_local(out, LSTORE_0, LSTORE, l.ver);
+    // A fixed-size copy cut back to the real length.
+    let end = out.len() + n;
+    out.extend_from_slice(&b);
+    out.truncate(end);
 }
 
 /// Byte length of a call or allocation probe.
@@ -272,16 +283,14 @@ impl SiteTail {
         let mut bytes = [[0u8; 11]; 2];
         let (c, cn) = local_insn(LLOAD_0, LLOAD, l.ctx);
         let (v, vn) = local_insn(LLOAD_0, LLOAD, l.ver);
+        let mut len = 0;
         for (b, m) in bytes.iter_mut().zip([RuntimeMethod::Call, RuntimeMethod::Alloc]) {
-            b[..cn].copy_from_slice(&c[..cn]);
-            b[cn..cn + vn].copy_from_slice(&v[..vn]);
-            b[cn + vn] = INVOKESTATIC;
-            b[cn + vn + 1..cn + vn + 3].copy_from_slice(&refs.0[m as usize].to_be_bytes());
+            len = 0;
+            put(b, &mut len, c, cn);
+            put(b, &mut len, v, vn);
+            put(b, &mut len, invokestatic(refs, m), 3);
         }
-        SiteTail {
-            bytes,
-            len: cn + vn + 3,
-        }
+        SiteTail { bytes, len }
     }
 }
 
@@ -303,8 +312,9 @@ mod tests {
     #[test]
     fn lengths_match_emitted_bytes() {
         let refs = RuntimeRefs([300, 301, 302, 303, 304]);
-        for id in [0u32, 5, 6, 127, 128, 32767] {
-            let p = IntPush::inline(id).unwrap();
+        let inline = [0u32, 5, 6, 127, 128, 32767].map(|id| IntPush::inline(id).unwrap());
+        let ldc = [7u16, 255, 256, 40000].map(IntPush::Ldc);
+        for p in inline.into_iter().chain(ldc) {
             for ml in [0u16, 2, 3, 4, 200, 254, 255, 256, 1000] {
                 for leaf in [false, true] {
                     let l = ProbeLocals::after(ml, leaf).unwrap();
@@ -320,14 +330,23 @@ mod tests {
                 }
             }
         }
-        for i in [7u16, 255, 256, 40000] {
-            let mut v = Vec::new();
-            IntPush::Ldc(i).emit(&mut v);
-            assert_eq!(v.len() as u32, IntPush::Ldc(i).byte_len());
-        }
         assert!(IntPush::inline(32768).is_none());
         assert!(ProbeLocals::after(65532, false).is_none());
         assert!(ProbeLocals::after(65534, true).is_some());
         assert!(ProbeLocals::after(65535, true).is_none());
+    }
+
+    #[test]
+    fn probe_bytes() {
+        let refs = RuntimeRefs([0x0101, 0x0102, 0x0103, 0x0104, 0x0105]);
+        let mut v = Vec::new();
+        emit_entry(&mut v, IntPush::Ldc(256), ProbeLocals::after(1000, false).unwrap(), &refs);
+        assert_eq!(v, [LDC_W, 1, 0, INVOKESTATIC, 1, 1, WIDE, LSTORE, 3, 0xE8, INVOKESTATIC, 1, 2, WIDE, LSTORE, 3, 0xEA]);
+        v.clear();
+        emit_entry(&mut v, IntPush::Const(ICONST_0), ProbeLocals::after(2, true).unwrap(), &refs);
+        assert_eq!(v, [ICONST_0, INVOKESTATIC, 1, 5, ISTORE_0 + 2]);
+        v.clear();
+        emit_site(&mut v, true, IntPush::Byte(9), ProbeLocals::after(3, false).unwrap(), &refs);
+        assert_eq!(v, [BIPUSH, 9, LLOAD_0 + 3, LLOAD, 5, INVOKESTATIC, 1, 4]);
     }
 }
