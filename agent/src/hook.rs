@@ -498,10 +498,11 @@ impl Agent {
             }
         }
         self.live.store(true, Ordering::Release);
-        if !self.options.retransform {
+        // Present exactly when the `retransform` option is on.
+        let Some(retransformer) = self.retransformer else {
             *lock(&self.hooked_early) = None;
             return;
-        }
+        };
         let t0 = Instant::now();
         let classes = match self.jvmti.loaded_classes() {
             Ok(c) => c,
@@ -510,7 +511,6 @@ impl Agent {
                 return;
             }
         };
-        let Some(retransformer) = self.retransformer else { return };
         let hooked = lock(&self.hooked_early).take().unwrap_or_default();
         let mut batch: Vec<(jclass, String)> = Vec::new();
         for &c in &classes {

@@ -607,48 +607,45 @@ impl Jni {
         m
     }
 
-    /// JNI `NewObjectA` (index 30): a new `class` built by constructor `init` with `args` (each
-    /// a `jvalue`: an object reference or a `long` as its 64 bits); null when it threw (cleared).
+    /// A JNI `…A` function taking a reference, a method and a `jvalue` array (NewObjectA,
+    /// Call<Type>MethodA) on `target`, with `args` (each a `jvalue`: an object reference or a
+    /// `long` as its 64 bits); None when it threw (cleared).
+    ///
+    /// # Safety
+    /// `index` must be such a function whose result is an `R`, and `args` must hold one value
+    /// per parameter of `method`.
+    unsafe fn call_a<R>(self, index: usize, target: jobject, method: jmethodID, args: &[u64]) -> Option<R> {
+        type F<R> = unsafe extern "C" fn(*mut JniEnv, jobject, jmethodID, *const u64) -> R;
+        let f = jni_fn!(self, index, F<R>);
+        // SAFETY: the caller's contract: `f` has this signature and `args` fits `method`.
+        let r = unsafe { f(self.0, target, method, jvalues(args)) };
+        (!self.exception_clear()).then_some(r)
+    }
+
+    /// JNI `NewObjectA` (index 30): a new `class` built by constructor `init` with `args`; null
+    /// when it threw (cleared).
     pub fn new_object(self, class: jclass, init: jmethodID, args: &[u64]) -> jobject {
-        type F = unsafe extern "C" fn(*mut JniEnv, jclass, jmethodID, *const u64) -> jobject;
-        let f = jni_fn!(self, 30, F);
-        // SAFETY: index 30 = NewObjectA; the caller passes one 64-bit jvalue per parameter of
+        // SAFETY: index 30 = NewObjectA, a jobject; the caller passes one jvalue per parameter of
         // `init`.
-        let o = unsafe { f(self.0, class, init, jvalues(args)) };
-        if self.exception_clear() {
-            return std::ptr::null_mut();
-        }
-        o
+        unsafe { self.call_a(30, class, init, args) }.unwrap_or(std::ptr::null_mut())
     }
 
     /// JNI `CallObjectMethodA` (index 36); null when it threw (cleared).
     pub fn call_object_method(self, obj: jobject, method: jmethodID, args: &[u64]) -> jobject {
-        type F = unsafe extern "C" fn(*mut JniEnv, jobject, jmethodID, *const u64) -> jobject;
-        let f = jni_fn!(self, 36, F);
-        // SAFETY: index 36 = CallObjectMethodA; one 64-bit jvalue per parameter (as new_object).
-        let r = unsafe { f(self.0, obj, method, jvalues(args)) };
-        if self.exception_clear() {
-            return std::ptr::null_mut();
-        }
-        r
+        // SAFETY: index 36 = CallObjectMethodA, a jobject; one jvalue per parameter (as above).
+        unsafe { self.call_a(36, obj, method, args) }.unwrap_or(std::ptr::null_mut())
     }
 
     /// JNI `CallIntMethodA` (index 51) of a method without arguments; None when it threw (cleared).
     pub fn call_int_method(self, obj: jobject, method: jmethodID) -> Option<jint> {
-        type F = unsafe extern "C" fn(*mut JniEnv, jobject, jmethodID, *const u64) -> jint;
-        let f = jni_fn!(self, 51, F);
-        // SAFETY: index 51 = CallIntMethodA; `method` takes no arguments.
-        let r = unsafe { f(self.0, obj, method, jvalues(&[])) };
-        (!self.exception_clear()).then_some(r)
+        // SAFETY: index 51 = CallIntMethodA, a jint; `method` takes no arguments.
+        unsafe { self.call_a(51, obj, method, &[]) }
     }
 
     /// JNI `CallVoidMethodA` (index 63); false when it threw (cleared).
     pub fn call_void_method(self, obj: jobject, method: jmethodID, args: &[u64]) -> bool {
-        type F = unsafe extern "C" fn(*mut JniEnv, jobject, jmethodID, *const u64);
-        let f = jni_fn!(self, 63, F);
-        // SAFETY: index 63 = CallVoidMethodA; one 64-bit jvalue per parameter (as new_object).
-        unsafe { f(self.0, obj, method, jvalues(args)) };
-        !self.exception_clear()
+        // SAFETY: index 63 = CallVoidMethodA, no result; one jvalue per parameter (as above).
+        unsafe { self.call_a::<()>(63, obj, method, args) }.is_some()
     }
 
     /// JNI `IsInstanceOf` (index 32).
