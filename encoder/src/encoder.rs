@@ -62,6 +62,7 @@ use rustc_hash::FxHashMap;
 use crate::cache::SiteCache;
 use crate::ids::{Context, MethodId, SiteId, ANCHOR_BIT};
 use crate::meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta};
+use crate::sharded::ShardedMap;
 use crate::{is_root, THREAD_ROOT_SITE, TRUNCATED_ROOT_SITE};
 
 /// Tunables of an [`Encoder`].
@@ -227,9 +228,9 @@ struct State {
     stack: Vec<MethodId>,
     /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: every update ever made (the
     /// lock-free cache holds only the latest two per site).
-    memo: FxHashMap<(u32, u32, u64), (u64, u64)>,
+    memo: ShardedMap<(u32, u32, u64), (u64, u64)>,
     /// ⟨site, callee, caller c, caller v⟩ → anchor version.
-    anchors: FxHashMap<(u32, u32, u64, u64), u64>,
+    anchors: ShardedMap<(u32, u32, u64, u64), u64>,
     slow_entries: u64,
     stays: u64,
     links: u64,
@@ -263,8 +264,8 @@ impl<S: GraphSink> Encoder<S> {
                 forward: Vec::new(),
                 backward: Vec::new(),
                 stack: Vec::new(),
-                memo: FxHashMap::default(),
-                anchors: FxHashMap::default(),
+                memo: ShardedMap::new(),
+                anchors: ShardedMap::new(),
                 slow_entries: 0,
                 stays: 0,
                 links: 0,

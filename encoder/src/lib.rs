@@ -13,6 +13,7 @@ mod cache;
 mod encoder;
 mod ids;
 mod meta;
+mod sharded;
 
 pub use cache::{bucket_index, SiteCache, HASH_MUL, SLOT_BYTES, WAYS};
 pub use encoder::{EncodeError, Encoder, EncoderConfig, EncoderStats, Refused};
