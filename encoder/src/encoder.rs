@@ -61,6 +61,7 @@ use rustc_hash::FxHashMap;
 
 use crate::cache::SiteCache;
 use crate::ids::{Context, MethodId, SiteId, ANCHOR_BIT};
+use crate::memo::Memo;
 use crate::meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta};
 use crate::sharded::ShardedMap;
 use crate::{is_root, THREAD_ROOT_SITE, TRUNCATED_ROOT_SITE};
@@ -227,8 +228,8 @@ struct State {
     backward: Vec<MethodId>,
     stack: Vec<MethodId>,
     /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: every update ever made (the
-    /// lock-free cache holds only the latest two per site).
-    memo: ShardedMap<(u32, u32, u64), (u64, u64)>,
+    /// lock-free cache holds only what fits).
+    memo: Memo,
     /// ⟨site, callee, caller c, caller v⟩ → anchor version.
     anchors: ShardedMap<(u32, u32, u64, u64), u64>,
     slow_entries: u64,
@@ -264,7 +265,7 @@ impl<S: GraphSink> Encoder<S> {
                 forward: Vec::new(),
                 backward: Vec::new(),
                 stack: Vec::new(),
-                memo: ShardedMap::new(),
+                memo: Memo::new(),
                 anchors: ShardedMap::new(),
                 slow_entries: 0,
                 stays: 0,
@@ -436,12 +437,11 @@ impl<S: GraphSink> Encoder<S> {
         if is_root(callee) {
             return Err(EncodeError::RootCallee(callee.0));
         }
-        let key = (site.0, callee.0, caller.v);
-        let (add, v_out) = match st.memo.get(&key) {
-            Some(&r) => r,
+        let (add, v_out) = match st.memo.get(site.0, callee.0, caller.v) {
+            Some(r) => r,
             None => {
                 let r = st.update(&self.sink, site, caller_m, callee, caller.v, self.limit);
-                st.memo.insert(key, r);
+                st.memo.insert(site.0, callee.0, caller.v, r);
                 r
             }
         };

@@ -12,6 +12,7 @@
 mod cache;
 mod encoder;
 mod ids;
+mod memo;
 mod meta;
 mod sharded;
 

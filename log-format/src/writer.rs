@@ -66,9 +66,17 @@ struct Backlog {
 }
 
 impl Backlog {
-    fn add(&self, n: u64) {
+    /// Counts `n` events about to be sent, before the send: the writer subtracts them only after
+    /// it received them, so the count never drops below zero (which wrapped it around once the
+    /// writer took a batch before its producer had added it). Returns the new count.
+    fn count(&self, n: u64) -> u64 {
         let now = self.queued.fetch_add(n, Ordering::AcqRel) + n;
         self.max.fetch_max(now, Ordering::Relaxed);
+        now
+    }
+
+    /// After a send that made the count `now`: waits while the count is past the limit.
+    fn wait(&self, now: u64) {
         if now <= self.limit {
             return;
         }
@@ -126,8 +134,11 @@ impl WriterHandle {
     pub fn events(&self, batch: Vec<EventRecord>) {
         if !batch.is_empty() {
             let n = batch.len() as u64;
+            let now = self.backlog.count(n);
             if self.tx.send(Msg::Events(batch)).is_ok() {
-                self.backlog.add(n);
+                self.backlog.wait(now);
+            } else {
+                self.backlog.taken(n);
             }
         }
     }
@@ -531,7 +542,7 @@ mod tests {
         let producer = {
             let b = backlog.clone();
             // Past the limit, with nobody taking: this waits until `stop` (before or after).
-            std::thread::spawn(move || b.add(10))
+            std::thread::spawn(move || b.wait(b.count(10)))
         };
         backlog.stop();
         producer.join().unwrap();

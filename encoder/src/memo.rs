@@ -1,0 +1,82 @@
+//! The encoder's lossless memo of Algorithm 1: ⟨site, callee, caller version⟩ → ⟨add, callee
+//! version⟩, every result ever computed (the lock-free `SiteCache` keeps only what fits).
+//!
+//! It is the agent's biggest table (lucene_search: 434k entries), so an entry whose two versions
+//! fit in 31 bits (every run measured so far: javac, the largest, made 112M versions) takes 24
+//! bytes in the hash table instead of 32; the others keep the full width in a second table.
+
+use crate::ids::ANCHOR_BIT;
+use crate::sharded::ShardedMap;
+
+pub(crate) struct Memo {
+    /// Both versions narrowed: ⟨site, callee, v_in⟩ → [add low half, add high half, v_out].
+    narrow: ShardedMap<(u32, u32, u32), [u32; 3]>,
+    /// Entries with a version that does not narrow.
+    wide: ShardedMap<(u32, u32, u64), (u64, u64)>,
+}
+
+/// A version in 32 bits: the graph version in the low 31, the anchor bit on top; None when the
+/// graph version needs more.
+fn narrow(v: u64) -> Option<u32> {
+    let g = v & !ANCHOR_BIT;
+    (g < 1 << 31).then_some(g as u32 | ((v & ANCHOR_BIT) >> 32) as u32)
+}
+
+fn widen(n: u32) -> u64 {
+    (n & 0x7FFF_FFFF) as u64 | ((n & 0x8000_0000) as u64) << 32
+}
+
+impl Memo {
+    pub(crate) fn new() -> Memo {
+        Memo { narrow: ShardedMap::new(), wide: ShardedMap::new() }
+    }
+
+    pub(crate) fn get(&self, site: u32, callee: u32, v_in: u64) -> Option<(u64, u64)> {
+        if let Some(&[lo, hi, v_out]) = narrow(v_in).and_then(|v| self.narrow.get(&(site, callee, v))) {
+            return Some((lo as u64 | (hi as u64) << 32, widen(v_out)));
+        }
+        self.wide.get(&(site, callee, v_in)).copied()
+    }
+
+    /// Records a result for a key that [`Memo::get`] does not know.
+    pub(crate) fn insert(&mut self, site: u32, callee: u32, v_in: u64, (add, v_out): (u64, u64)) {
+        match (narrow(v_in), narrow(v_out)) {
+            (Some(v_in), Some(v_out)) => self.narrow.insert((site, callee, v_in), [add as u32, (add >> 32) as u32, v_out]),
+            _ => self.wide.insert((site, callee, v_in), (add, v_out)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_come_back_exactly_at_either_width() {
+        // The entry is the hash table's bucket: the reason for this module.
+        assert_eq!(std::mem::size_of::<((u32, u32, u32), [u32; 3])>(), 24);
+        let mut m = Memo::new();
+        let big = 1u64 << 31;
+        let cases = [
+            (1, 2, 0, (0, 0)),
+            (1, 2, 5, (u64::MAX >> 1, 5)),                  // a stay
+            (1, 3, 5, (1 << 62, 0)),                        // a back edge's answer
+            (1, 2, 6 | ANCHOR_BIT, (7, 6 | ANCHOR_BIT)),    // stays in an anchored version
+            (1, 2, big - 1, (9, (big - 1) | ANCHOR_BIT)),   // the largest narrow versions
+            (1, 2, big, (9, 1)),                            // v_in too wide
+            (1, 2, 8, (9, big | ANCHOR_BIT)),               // v_out too wide
+            (1, 2, big | ANCHOR_BIT, (10, big | ANCHOR_BIT)),
+            (2, 1, 5, (11, 12)),                            // site and callee are both key
+        ];
+        for (site, callee, v_in, r) in cases {
+            assert_eq!(m.get(site, callee, v_in), None);
+            m.insert(site, callee, v_in, r);
+        }
+        for (site, callee, v_in, r) in cases {
+            assert_eq!(m.get(site, callee, v_in), Some(r), "{site} {callee} {v_in:#x}");
+        }
+        // A graph version that differs only in bits above 31 is another key.
+        assert_eq!(m.get(1, 2, 5 | 1 << 40), None);
+        assert_eq!(m.get(1, 2, 5 | ANCHOR_BIT), None);
+    }
+}
