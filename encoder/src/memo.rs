@@ -8,11 +8,15 @@
 use crate::ids::ANCHOR_BIT;
 use crate::sharded::ShardedMap;
 
+/// ⟨site, callee, v_in⟩ → ⟨add, v_out⟩ at full width.
+type WideMemo = ShardedMap<(u32, u32, u64), (u64, u64)>;
+
 pub(crate) struct Memo {
     /// Both versions narrowed: ⟨site, callee, v_in⟩ → [add low half, add high half, v_out].
     narrow: ShardedMap<(u32, u32, u32), [u32; 3]>,
-    /// Entries with a version that does not narrow.
-    wide: ShardedMap<(u32, u32, u64), (u64, u64)>,
+    /// Entries with a version that does not narrow (none in any run measured, so a miss does not
+    /// hash its key a second time for it).
+    wide: Option<WideMemo>,
 }
 
 /// A version in 32 bits: the graph version in the low 31, the anchor bit on top; None when the
@@ -28,21 +32,21 @@ fn widen(n: u32) -> u64 {
 
 impl Memo {
     pub(crate) fn new() -> Memo {
-        Memo { narrow: ShardedMap::new(), wide: ShardedMap::new() }
+        Memo { narrow: ShardedMap::new(), wide: None }
     }
 
     pub(crate) fn get(&self, site: u32, callee: u32, v_in: u64) -> Option<(u64, u64)> {
         if let Some(&[lo, hi, v_out]) = narrow(v_in).and_then(|v| self.narrow.get(&(site, callee, v))) {
             return Some((lo as u64 | (hi as u64) << 32, widen(v_out)));
         }
-        self.wide.get(&(site, callee, v_in)).copied()
+        self.wide.as_ref()?.get(&(site, callee, v_in)).copied()
     }
 
     /// Records a result for a key that [`Memo::get`] does not know.
     pub(crate) fn insert(&mut self, site: u32, callee: u32, v_in: u64, (add, v_out): (u64, u64)) {
         match (narrow(v_in), narrow(v_out)) {
             (Some(v_in), Some(v_out)) => self.narrow.insert((site, callee, v_in), [add as u32, (add >> 32) as u32, v_out]),
-            _ => self.wide.insert((site, callee, v_in), (add, v_out)),
+            _ => self.wide.get_or_insert_with(WideMemo::new).insert((site, callee, v_in), (add, v_out)),
         }
     }
 }
