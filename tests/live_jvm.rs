@@ -587,9 +587,14 @@ fn reflection_generated_accessors_only() {
     assert!(!heres_mention(&out.stdout, "NativeMethodAccessorImpl"), "noInflation=true still used the native accessor");
 }
 
+/// Lambda proxies and lambda forms are hidden classes, which the agent instruments through
+/// `JavaLangAccess.defineClass`: every class verified (the rewritten lambda forms of java.base
+/// too), and every entry an event whose decoded trace must leave their frames out as the JVM does.
 #[test]
 fn lambdas_method_refs_indy_concat_method_handles() {
     Scenario::new("LiveLambdas")
+        .jvm(&["-Xverify:all"])
+        .sample()
         .expect(&[
             "lambda-runnable",
             "lambda-capturing-2",

@@ -30,7 +30,7 @@ use std::sync::Mutex;
 #[path = "../tests/rewrite_common/mod.rs"]
 mod rewrite_common;
 
-use lucce_agent::hook::HookState;
+use lucce_agent::hook::{Arrival, HookState};
 use lucce_agent::options::Options;
 use lucce_agent::registry::Registry;
 use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
@@ -187,7 +187,7 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool)
                 flushed += t.elapsed();
             }
             // SAFETY: malloc returns null or `n` writable bytes, as `on_class` requires.
-            let out = state.on_class(Some(n), false, c, |n| unsafe { libc::malloc(n) }.cast());
+            let out = state.on_class(Some(n), Arrival::Load, c, |n| unsafe { libc::malloc(n) }.cast());
             if let Some((p, len)) = out {
                 if pass == 0 {
                     // SAFETY: `on_class` filled `len` bytes at `p`.

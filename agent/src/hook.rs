@@ -126,6 +126,19 @@ pub fn site_position(site: u32) -> Option<(u32, i32)> {
     t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| (s.method, s.line))
 }
 
+/// The rewritten bytes of a hidden class about to be defined (record mode), or None to define it
+/// as it is (not wanted, nothing to rewrite, or an error, which the summary counts).
+pub fn rewrite_hidden_class(bytes: &[u8]) -> Option<Vec<u8>> {
+    let a = agent()?;
+    let mut out = Vec::new();
+    let allocate = |n: usize| {
+        out = vec![0u8; n];
+        out.as_mut_ptr()
+    };
+    a.on_class(None, Arrival::Hidden, bytes, allocate)?;
+    Some(out)
+}
+
 /// Whether the options instrument this class (internal name).
 pub fn class_wanted(internal: &str) -> bool {
     agent().is_some_and(|a| a.options.wants(internal))
@@ -301,7 +314,9 @@ unsafe extern "C" fn class_file_load_hook(
         // SAFETY: the JVM guarantees `class_data` points at `class_data_len` readable bytes for
         // the duration of the callback.
         let bytes = unsafe { std::slice::from_raw_parts(class_data, class_data_len as usize) };
-        if let Some(new) = a.on_class(name.as_deref(), !class_being_redefined.is_null(), bytes) {
+        let arrival = if class_being_redefined.is_null() { Arrival::Load } else { Arrival::Retransform };
+        let allocate = |n| a.jvmti.allocate(n).unwrap_or(std::ptr::null_mut());
+        if let Some(new) = a.on_class(name.as_deref(), arrival, bytes, allocate) {
             // SAFETY: both out-pointers were checked non-null above and are the JVM's to receive
             // a buffer from JVMTI Allocate (which `on_class` used).
             unsafe {
@@ -324,6 +339,20 @@ pub struct HookState<'a> {
     pub stats: &'a Mutex<Stats>,
     pub recorder: Option<&'static Recorder>,
     pub hooked_early: &'a Mutex<Option<HashSet<String>>>,
+}
+
+/// How a class reaches the hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Loaded (or defined) for the first time: the ClassFileLoadHook.
+    Load,
+    /// Retransformed (the VMInit batch).
+    Retransform,
+    /// A hidden class (lambda proxy, lambda form, `Lookup.defineHiddenClass`), which no
+    /// ClassFileLoadHook sees: its bytes are handed over by `lucce/Runtime.hidden`, called at the
+    /// entry of `JavaLangAccess.defineClass` (`rewrite::probes::DEFINE_HOOK`). Every method of it
+    /// is registered as a frame the JVM leaves out of stack traces.
+    Hidden,
 }
 
 /// Where the hook's rewritten class went.
@@ -361,7 +390,7 @@ impl HookState<'_> {
     pub fn on_class(
         &self,
         name: Option<&str>,
-        redefining: bool,
+        arrival: Arrival,
         bytes: &[u8],
         allocate: impl FnOnce(usize) -> *mut u8,
     ) -> Option<(*mut u8, jint)> {
@@ -373,7 +402,10 @@ impl HookState<'_> {
                 return None;
             }
         }
-        let mut registrar = self.registry.registrar();
+        let mut registrar = match arrival {
+            Arrival::Hidden => self.registry.hidden_class_registrar(),
+            Arrival::Load | Arrival::Retransform => self.registry.registrar(),
+        };
         let mut allocate = Some(allocate);
         let t0 = Instant::now();
         let cpu0 = thread_cpu_ns();
@@ -442,7 +474,7 @@ impl HookState<'_> {
         drop(stats);
         if out.is_some() {
             registrar.publish();
-            if !redefining {
+            if arrival == Arrival::Load {
                 if let Some(set) = lock(self.hooked_early).as_mut() {
                     set.insert(label.to_string());
                 }
@@ -454,7 +486,7 @@ impl HookState<'_> {
 
 impl Agent {
     /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
-    fn on_class(&self, name: Option<&str>, redefining: bool, bytes: &[u8]) -> Option<(*mut u8, jint)> {
+    fn on_class(&self, name: Option<&str>, arrival: Arrival, bytes: &[u8], allocate: impl FnOnce(usize) -> *mut u8) -> Option<(*mut u8, jint)> {
         if !self.live.load(Ordering::Acquire) {
             let mut s = lock(&self.stats);
             s.hook_calls += 1;
@@ -468,7 +500,7 @@ impl Agent {
             recorder: self.recorder,
             hooked_early: &self.hooked_early,
         };
-        hook.on_class(name, redefining, bytes, |n| self.jvmti.allocate(n).unwrap_or(std::ptr::null_mut()))
+        hook.on_class(name, arrival, bytes, allocate)
     }
 
     /// VMInit: runtime class, hook on, one batch retransformation of what was loaded before.

@@ -21,6 +21,7 @@ pub type jclass = jobject;
 pub type jthread = jobject;
 pub type jmethodID = *mut c_void;
 pub type jstring = jobject;
+pub type jbyteArray = jobject;
 pub type jlocation = i64;
 pub type JvmtiError = u32;
 
@@ -696,6 +697,49 @@ impl Jni {
             let text = CStr::from_ptr(p).to_string_lossy().into_owned();
             release(self.0, s, p);
             Some(text)
+        }
+    }
+
+    /// The contents of a Java `byte[]`; None for null or when the VM refused (cleared).
+    pub fn byte_array(self, array: jbyteArray) -> Option<Vec<u8>> {
+        if array.is_null() {
+            return None;
+        }
+        type Len = unsafe extern "C" fn(*mut JniEnv, jobject) -> jint;
+        type Region = unsafe extern "C" fn(*mut JniEnv, jbyteArray, jint, jint, *mut i8);
+        let len = jni_fn!(self, 171, Len);
+        let region = jni_fn!(self, 200, Region);
+        // SAFETY: indexes 171 = GetArrayLength and 200 = GetByteArrayRegion on a live byte[];
+        // the region read is exactly the array's length, into a buffer of that many bytes.
+        unsafe {
+            let n = usize::try_from(len(self.0, array)).ok()?;
+            let mut v = vec![0u8; n];
+            region(self.0, array, 0, n as jint, v.as_mut_ptr().cast());
+            (!self.exception_clear()).then_some(v)
+        }
+    }
+
+    /// A new Java `byte[]` holding `bytes`; null when the VM refused (the exception cleared).
+    pub fn new_byte_array(self, bytes: &[u8]) -> jbyteArray {
+        let Ok(n) = jint::try_from(bytes.len()) else { return std::ptr::null_mut() };
+        type New = unsafe extern "C" fn(*mut JniEnv, jint) -> jbyteArray;
+        type Region = unsafe extern "C" fn(*mut JniEnv, jbyteArray, jint, jint, *const i8);
+        let new = jni_fn!(self, 176, New);
+        let region = jni_fn!(self, 208, Region);
+        // SAFETY: indexes 176 = NewByteArray and 208 = SetByteArrayRegion; the region written is
+        // the new array's whole length, from `bytes`, which holds that many.
+        unsafe {
+            let a = new(self.0, n);
+            if a.is_null() {
+                self.exception_clear();
+                return a;
+            }
+            region(self.0, a, 0, n, bytes.as_ptr().cast());
+            if self.exception_clear() {
+                self.delete_local_ref(a);
+                return std::ptr::null_mut();
+            }
+            a
         }
     }
 

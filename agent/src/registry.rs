@@ -134,7 +134,14 @@ impl Registry {
     /// A registrar for one class rewrite; call [`ClassRegistrar::publish`] when it succeeded.
     pub fn registrar(&self) -> ClassRegistrar<'_> {
         let bufs = REGISTRAR_BUFFERS.with(|c| c.take()).unwrap_or_default();
-        ClassRegistrar { reg: self, bufs }
+        ClassRegistrar { reg: self, bufs, hidden_class: false }
+    }
+
+    /// [`Registry::registrar`] for a hidden class (see `ClassRegistrar::hidden_class`).
+    pub fn hidden_class_registrar(&self) -> ClassRegistrar<'_> {
+        let mut r = self.registrar();
+        r.hidden_class = true;
+        r
     }
 
     pub fn tables(&self) -> MutexGuard<'_, Tables> {
@@ -158,6 +165,9 @@ impl Registry {
 pub struct ClassRegistrar<'a> {
     reg: &'a Registry,
     bufs: Box<RegistrarBuffers>,
+    /// Registering a hidden class: every method is flagged as a frame the JVM leaves out of
+    /// stack traces (HotSpot marks all methods of a hidden class hidden).
+    hidden_class: bool,
 }
 
 /// A method until its class is published: spans of the registrar's text.
@@ -299,7 +309,8 @@ impl SiteRegistry for ClassRegistrar<'_> {
         let name = b.text(m.name, None);
         let descriptor = b.text(m.descriptor, None);
         let text = b.sealed.len() as u32;
-        b.pending.push((id, Pending { text, class, source, name, descriptor, access_flags: m.access_flags, leaf: m.leaf }));
+        let access_flags = m.access_flags | if self.hidden_class { crate::rewrite::HIDDEN_FRAME_FLAG } else { 0 };
+        b.pending.push((id, Pending { text, class, source, name, descriptor, access_flags, leaf: m.leaf }));
         id
     }
 

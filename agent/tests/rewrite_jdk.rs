@@ -159,6 +159,44 @@ fn run(every: usize) {
     assert!(pct >= 99.9, "only {pct}% of methods rewritten");
 }
 
+/// `JavaLangAccess.defineClass` (`System$2`), through which the JDK defines every hidden class,
+/// hands the class bytes to `lucce/Runtime.hidden` at its entry and defines what comes back; no
+/// other method of the JDK gets that call.
+#[test]
+fn hidden_classes_pass_through_the_runtime() {
+    let Some(home) = java_home() else {
+        eprintln!("no JDK found; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new(home.join("bin/jimage"))
+        .args(["extract", "--include", "regex:/java.base/java/lang/System.*", "--dir"])
+        .arg(dir.path())
+        .arg(home.join("lib/modules"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let lang = dir.path().join("java.base/java/lang");
+    // aload 4; iload 7; invokestatic #?; astore 4 — the index is the rewriter's.
+    let hook_calls = |bytes: &[u8]| {
+        bytes.windows(9).filter(|w| w[..5] == [0x19, 4, 0x15, 7, 0xB8] && w[7..] == [0x3A, 4]).count()
+    };
+    let mut hooked = Vec::new();
+    for entry in std::fs::read_dir(&lang).unwrap() {
+        let path = entry.unwrap().path();
+        let original = std::fs::read(&path).unwrap();
+        let Some(out) = rewrite_class(&original, &mut Counter::default()).unwrap().bytes else { continue };
+        check_class(&out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let new_calls = hook_calls(&out) - hook_calls(&original);
+        if new_calls > 0 {
+            let has = |s: &[u8]| out.windows(s.len()).any(|w| w == s);
+            assert!(has(b"hidden") && has(b"([BI)[B"), "{}: no Methodref of Runtime.hidden", path.display());
+            hooked.push((path.file_name().unwrap().to_string_lossy().into_owned(), new_calls));
+        }
+    }
+    assert_eq!(hooked, [("System$2.class".to_string(), 1)]);
+}
+
 #[test]
 fn jdk_sample_rewrites_and_checks() {
     run(7);

@@ -360,6 +360,25 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         }
     }
 
+    /**
+     * Called at the entry of {@code JavaLangAccess.defineClass} (agent/src/rewrite/probes.rs,
+     * DEFINE_HOOK) with the bytes of a class about to be defined: in record mode, a hidden class
+     * (flags has HIDDEN_CLASS, 0x2), which no ClassFileLoadHook sees, comes back instrumented.
+     * Anything else, and any failure, gives the bytes back as they were.
+     */
+    public static byte[] hidden(byte[] b, int flags) {
+        if (RECORD && (flags & 2) != 0 && b != null) {
+            byte[] n = hidden0(b);
+            if (n != null) {
+                return n;
+            }
+        }
+        return b;
+    }
+
+    /** The rewritten bytes of hidden class `b`, or null to keep them. */
+    private static native byte[] hidden0(byte[] b);
+
     /** The slow path of an entry: the agent reads and consumes the pending record in `slot`. */
     private static native long enter0(int methodId, long slot);
 

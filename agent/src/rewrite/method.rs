@@ -237,7 +237,11 @@ pub(crate) fn rewrite_method<'a>(
         d.drop_alloc_probes();
     }
     // A method without site probes is a leaf (probes.rs): one int local, no extra stack.
-    let locals = ProbeLocals::after(max_locals, d.nprobes == 0).ok_or(SkipReason::TooManyLocals)?;
+    let mut locals = ProbeLocals::after(max_locals, d.nprobes == 0).ok_or(SkipReason::TooManyLocals)?;
+    let hook = &probes::DEFINE_HOOK;
+    if !locals.leaf && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor {
+        locals.define_hook = Some(pool.runtime_method(hook.runtime_method, hook.runtime_descriptor));
+    }
     let new_stack = locals.max_stack(max_stack).ok_or(SkipReason::TooManyStackSlots)?;
 
     // Exception table: every offset must be an instruction boundary.

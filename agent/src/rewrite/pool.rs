@@ -91,6 +91,9 @@ impl<'a> PoolEdit<'a> {
     /// [`PoolEdit::class`] of the runtime class, without indexing every Class entry: a scan
     /// finds it at a fraction of the cost, and is skipped when no Utf8 entry names it.
     fn runtime_class(&mut self) -> u16 {
+        if let Some(c) = self.runtime_class {
+            return c;
+        }
         let name = RUNTIME_CLASS.as_bytes();
         if self.classes.is_some() {
             return self.class(name);
@@ -134,6 +137,15 @@ impl<'a> PoolEdit<'a> {
         }
         self.runtime = Some(refs);
         refs
+    }
+
+    /// A Methodref of one more static method of the runtime class (appended; for the one method
+    /// that calls it, `probes::DEFINE_HOOK`).
+    pub fn runtime_method(&mut self, name: &str, descriptor: &str) -> u16 {
+        let class = self.runtime_class();
+        let (n, d) = (self.app.utf8(name.as_bytes()), self.app.utf8(descriptor.as_bytes()));
+        let nat = self.app.name_and_type(n, d);
+        self.app.methodref(class, nat)
     }
 
     /// Utf8 entries naming the probe locals in LocalVariableTables: `lucce$ctx`, `lucce$ver`,

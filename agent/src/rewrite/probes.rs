@@ -15,6 +15,9 @@
 //!   enough for C1 to inline (C1InlineStackLimit counts max_stack + max_locals - parameters).
 //! - site (call before an invoke, alloc after an allocation):
 //!   `push siteId; lload CTX; lload VER; invokestatic call|alloc(IJJ)V`
+//! - in one JDK method only, [`DEFINE_HOOK`], the entry probe goes on with
+//!   `aload BYTES; iload FLAGS; invokestatic hidden([BI)[B; astore BYTES`: the bytes of every
+//!   hidden class pass through the rewriter before the JVM defines the class.
 
 /// Internal name of the runtime class every probe calls.
 pub const RUNTIME_CLASS: &str = "lucce/Runtime";
@@ -31,6 +34,37 @@ pub const EXTRA_LOCALS: u16 = 4;
 
 /// A leaf's appended local: MARK (int, the method id).
 pub const LEAF_EXTRA_LOCALS: u16 = 1;
+
+/// The one method whose entry hands the bytes of hidden classes to the agent: hidden classes
+/// (lambda proxies, lambda forms, `Lookup.defineHiddenClass`) never reach a ClassFileLoadHook,
+/// and in JDK 17 every one is defined through this method (`Lookup.ClassDefiner.defineClass`
+/// calls it, it calls the native `ClassLoader.defineClass0`). `hidden` returns the bytes
+/// rewritten when `flags` has `HIDDEN_CLASS` (0x2), else unchanged; storing them back into the
+/// parameter keeps its type, so no frame changes.
+pub struct DefineHook {
+    pub class: &'static str,
+    pub method: &'static str,
+    pub descriptor: &'static str,
+    /// Local slots of the `byte[] b` and `int flags` parameters.
+    pub bytes_slot: u8,
+    pub flags_slot: u8,
+    /// The runtime method it calls.
+    pub runtime_method: &'static str,
+    pub runtime_descriptor: &'static str,
+}
+
+pub const DEFINE_HOOK: DefineHook = DefineHook {
+    class: "java/lang/System$2",
+    method: "defineClass",
+    descriptor: "(Ljava/lang/ClassLoader;Ljava/lang/Class;Ljava/lang/String;[BLjava/security/ProtectionDomain;ZILjava/lang/Object;)Ljava/lang/Class;",
+    bytes_slot: 4,
+    flags_slot: 7,
+    runtime_method: "hidden",
+    runtime_descriptor: "([BI)[B",
+};
+
+/// Byte length of the define hook's part of the entry probe: aload, iload, invokestatic, astore.
+const DEFINE_HOOK_LEN: u32 = 2 + 2 + 3 + 2;
 
 /// Static methods of the runtime class the probes call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +134,9 @@ const LSTORE_0: u8 = 0x3F;
 const ISTORE: u8 = 0x36;
 const ISTORE_0: u8 = 0x3B;
 const WIDE: u8 = 0xC4;
+const ALOAD: u8 = 0x19;
+const ILOAD: u8 = 0x15;
+const ASTORE: u8 = 0x3A;
 
 impl IntPush {
     /// The longest push; used to size methods before ids are known.
@@ -146,12 +183,14 @@ impl IntPush {
     }
 }
 
-/// The appended locals: CTX and VER (two longs), or a leaf's MARK (one int, in `ctx`).
+/// The appended locals: CTX and VER (two longs), or a leaf's MARK (one int, in `ctx`); and
+/// whether the entry probe ends with the [`DEFINE_HOOK`] call (the Methodref of `hidden`).
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeLocals {
     pub ctx: u16,
     pub ver: u16,
     pub leaf: bool,
+    pub define_hook: Option<u16>,
 }
 
 impl ProbeLocals {
@@ -159,7 +198,7 @@ impl ProbeLocals {
     /// not fit into the u2 `max_locals`.
     pub fn after(max_locals: u16, leaf: bool) -> Option<ProbeLocals> {
         // A leaf has no VER (`ver` is never used then).
-        let l = ProbeLocals { ctx: max_locals, ver: if leaf { max_locals } else { max_locals.wrapping_add(2) }, leaf };
+        let l = ProbeLocals { ctx: max_locals, ver: if leaf { max_locals } else { max_locals.wrapping_add(2) }, leaf, define_hook: None };
         max_locals.checked_add(l.extra_locals())?;
         Some(l)
     }
@@ -216,18 +255,20 @@ fn put<const N: usize>(buf: &mut [u8], n: &mut usize, bytes: [u8; N], len: usize
 
 /// Byte length of the entry probe.
 pub fn entry_len(push: IntPush, l: ProbeLocals) -> u32 {
+    let hook = if l.define_hook.is_some() { DEFINE_HOOK_LEN } else { 0 };
     if l.leaf {
-        push.byte_len() + 3 + local_insn_len(l.ctx)
+        push.byte_len() + 3 + local_insn_len(l.ctx) + hook
     } else {
-        push.byte_len() + 3 + local_insn_len(l.ctx) + 3 + local_insn_len(l.ver)
+        push.byte_len() + 3 + local_insn_len(l.ctx) + 3 + local_insn_len(l.ver) + hook
     }
 }
 
 /// Appends the entry probe; `out` needs 12 bytes of spare capacity past it (the buffer's fixed
 /// size less the shortest probe) to take it without growing.
 pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
-    // The longest: push (3), invokestatic (3), wide lstore (4), invokestatic, wide lstore.
-    let mut b = [0u8; 17];
+    // The longest: push (3), invokestatic (3), wide lstore (4), invokestatic, wide lstore, and
+    // the define hook.
+    let mut b = [0u8; 17 + DEFINE_HOOK_LEN as usize];
     let mut n = 0;
     put(&mut b, &mut n, push.bytes(), push.byte_len() as usize);
     if l.leaf {
@@ -241,6 +282,11 @@ pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &Runti
         put(&mut b, &mut n, invokestatic(refs, RuntimeMethod::Version), 3);
         let (st, len) = local_insn(LSTORE_0, LSTORE, l.ver);
         put(&mut b, &mut n, st, len);
+    }
+    if let Some(hidden) = l.define_hook {
+        let (bytes, flags) = (DEFINE_HOOK.bytes_slot, DEFINE_HOOK.flags_slot);
+        let r = hidden.to_be_bytes();
+        put(&mut b, &mut n, [ALOAD, bytes, ILOAD, flags, INVOKESTATIC, r[0], r[1], ASTORE, bytes], DEFINE_HOOK_LEN as usize);
     }
     // A fixed-size copy cut back to the real length.
     let end = out.len() + n;
@@ -316,8 +362,8 @@ mod tests {
         let ldc = [7u16, 255, 256, 40000].map(IntPush::Ldc);
         for p in inline.into_iter().chain(ldc) {
             for ml in [0u16, 2, 3, 4, 200, 254, 255, 256, 1000] {
-                for leaf in [false, true] {
-                    let l = ProbeLocals::after(ml, leaf).unwrap();
+                for (leaf, define_hook) in [(false, None), (true, None), (false, Some(0x0203))] {
+                    let l = ProbeLocals { define_hook, ..ProbeLocals::after(ml, leaf).unwrap() };
                     let mut v = Vec::new();
                     emit_entry(&mut v, p, l, &refs);
                     assert_eq!(v.len() as u32, entry_len(p, l));
@@ -342,6 +388,13 @@ mod tests {
         let mut v = Vec::new();
         emit_entry(&mut v, IntPush::Ldc(256), ProbeLocals::after(1000, false).unwrap(), &refs);
         assert_eq!(v, [LDC_W, 1, 0, INVOKESTATIC, 1, 1, WIDE, LSTORE, 3, 0xE8, INVOKESTATIC, 1, 2, WIDE, LSTORE, 3, 0xEA]);
+        v.clear();
+        let hooked = ProbeLocals { define_hook: Some(0x0203), ..ProbeLocals::after(9, false).unwrap() };
+        emit_entry(&mut v, IntPush::Byte(7), hooked, &refs);
+        assert_eq!(
+            v,
+            [BIPUSH, 7, INVOKESTATIC, 1, 1, LSTORE, 9, INVOKESTATIC, 1, 2, LSTORE, 11, ALOAD, 4, ILOAD, 7, INVOKESTATIC, 2, 3, ASTORE, 4]
+        );
         v.clear();
         emit_entry(&mut v, IntPush::Const(ICONST_0), ProbeLocals::after(2, true).unwrap(), &refs);
         assert_eq!(v, [ICONST_0, INVOKESTATIC, 1, 5, ISTORE_0 + 2]);
