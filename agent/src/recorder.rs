@@ -12,8 +12,8 @@
 //! walk* (JVMTI GetStackTrace), the slow path, which also handles every entry without a usable
 //! pending record: upcalls the JVM makes itself (class loading, `<clinit>`, finalizers, JNI
 //! callbacks, reflection through native accessors), and thread starts. The walk goes down from
-//! the callee past frames lucce cannot see (native methods, hidden classes, excluded or
-//! unrewritable methods) to the first instrumented frame F, reads F's context from its two probe
+//! the callee past frames lucce cannot see (native methods, hidden classes not yet seen at an
+//! entry, excluded or unrewritable methods) to the first instrumented frame F, reads F's context from its two probe
 //! locals (GetLocalLong) and F's current bytecode index. If no native method lies between the
 //! callee and F, F is at an invoke, the pending record is F's own and the callee has the name and
 //! descriptor the invoke references, the edge uses the pending site (the `return` of
@@ -634,8 +634,9 @@ impl Recorder {
         // same line, and no probe ever names it, so no stale record of the call site is ever
         // trusted for this callee):
         // - straight from the invoke: only the call itself, not a resolution upcall (above);
-        // - through hidden frames only (lambdas, method handles): yes, those calls are common and
-        //   their pairs stay lock-free;
+        // - through hidden frames only (lambdas, method handles whose hidden classes were not
+        //   instrumented or not yet seen at an entry): yes, those calls are common and their
+        //   pairs stay lock-free;
         // - through a native method: no; the same upcall made later from another native, after
         //   the call site's record went stale, would be trusted (jython:
         //   `Modules.transformedByAgent`, upcalled inside `findBootstrapClass` and `defineClass0`).

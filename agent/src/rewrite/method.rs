@@ -239,7 +239,10 @@ pub(crate) fn rewrite_method<'a>(
     // A method without site probes is a leaf (probes.rs): one int local, no extra stack.
     let mut locals = ProbeLocals::after(max_locals, d.nprobes == 0).ok_or(SkipReason::TooManyLocals)?;
     let hook = &probes::DEFINE_HOOK;
-    if !locals.leaf && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor {
+    // Its parameters' slots hold for an instance method of that descriptor only.
+    const ACC_STATIC: u16 = 0x0008;
+    let instance = m.access & ACC_STATIC == 0;
+    if instance && !locals.leaf && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor {
         locals.define_hook = Some(pool.runtime_method(hook.runtime_method, hook.runtime_descriptor));
     }
     let new_stack = locals.max_stack(max_stack).ok_or(SkipReason::TooManyStackSlots)?;
