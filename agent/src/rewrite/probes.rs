@@ -263,7 +263,7 @@ pub fn entry_len(push: IntPush, l: ProbeLocals) -> u32 {
     }
 }
 
-/// Appends the entry probe; `out` needs 12 bytes of spare capacity past it (the buffer's fixed
+/// Appends the entry probe; `out` needs 21 bytes of spare capacity past it (the buffer's fixed
 /// size less the shortest probe) to take it without growing.
 pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
     // The longest: push (3), invokestatic (3), wide lstore (4), invokestatic, wide lstore, and
