@@ -662,6 +662,13 @@ fn method_handle_calls_do_not_walk() {
     assert_loop_does_not_walk("LiveHandles", "handles.n", "handle calls");
 }
 
+/// A hot site with three callees and callers of several depths: entries from the sites' inline
+/// caches and the memo must keep callees and caller versions apart.
+#[test]
+fn hot_polymorphic_site() {
+    Scenario::new("LiveSites").expect(&["tail-inc", "tail-dbl", "tail-neg"]).run();
+}
+
 #[test]
 fn class_initialization() {
     Scenario::new("LiveClinit")

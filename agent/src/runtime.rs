@@ -51,6 +51,9 @@ pub struct RecordTables {
 pub struct Counters {
     base: *mut u8,
     len: usize,
+    /// Record mode: the site counters' memory holds the sites' inline caches
+    /// (agent/java/lucce/Runtime.java, IC), not counts.
+    record: bool,
 }
 
 // SAFETY: the region is a fixed mapping that lives until process exit; all accesses after
@@ -77,7 +80,7 @@ impl Counters {
         if p == libc::MAP_FAILED {
             return Err(RuntimeError::Mmap(len, std::io::Error::last_os_error()));
         }
-        let c = Counters { base: p as *mut u8, len };
+        let c = Counters { base: p as *mut u8, len, record };
         c.slot(0).store(MAX_METHODS as u64, Ordering::Relaxed);
         c.slot(1).store(MAX_SITES as u64, Ordering::Relaxed);
         c.slot(2).store((mode == CounterMode::Atomic) as u64, Ordering::Relaxed);
@@ -127,7 +130,7 @@ impl Counters {
 
     pub fn site_count(&self, id: u32) -> u64 {
         let i = id as usize;
-        if i >= MAX_SITES {
+        if i >= MAX_SITES || self.record {
             return 0;
         }
         self.slot(HEADER_BYTES / 8 + MAX_METHODS + i).load(Ordering::Relaxed)

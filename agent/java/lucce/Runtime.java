@@ -63,6 +63,14 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     private static final int SAMPLE;
     /** Record mode without sampling, memo readable: {@link #enter} may take {@link #memo}. */
     private static final boolean FAST;
+    /**
+     * Record mode: the sites' inline caches, in the site counters' region (which record mode does
+     * not count into): one entry of {@link #IC_BYTES} per site id below {@link #IC_LIMIT}, {seq,
+     * key = v_in << 32 | callee + 1 (0 = empty), add, v_out}, a copy of the memo's last answer
+     * for that site (see {@link #memo}).
+     */
+    private static final long IC, IC_LIMIT;
+    private static final long IC_BYTES = 32L;
 
     static {
         sun.misc.Unsafe u = null;
@@ -121,6 +129,8 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         TID = tid;
         SAMPLE = sample;
         FAST = record && sample == 0 && cacheMask >= 0L && tid >= 0L;
+        IC = base + HEADER_BYTES + (methods << 3);
+        IC_LIMIT = FAST ? (sites << 3) / IC_BYTES : 0L;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
         // Last: from here on the probes are live.
@@ -213,6 +223,13 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * The memo's answer for the pending record in slot `s` and callee `methodId`: consumes the
      * record and returns the callId. A miss goes straight to the agent; anything else (no record,
      * a writer inside, past the limit) is {@link #enterRest}, which repeats the lookup.
+     *
+     * The site's inline cache comes first: most sites call one callee from one caller version,
+     * and a site's entry lies next to those of the other sites of its method, where the memo's
+     * buckets are scattered by a hash (each a cache line of its own). A memo hit is copied into
+     * the site's entry. Exact like the memo: an answer for ⟨site, callee, v_in⟩ never changes
+     * (encoder/src/cache.rs), so a copy is as good as the original; a torn read fails the
+     * sequence check and falls through to the memo.
      */
     @jdk.internal.vm.annotation.DontInline
     private static long memo(long s, int methodId) {
@@ -220,24 +237,60 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             return enterRest(methodId);
         }
         long v = U.getLong(null, s + 24L);
-        long key = (U.getInt(null, s + 8L) & 0xFFFFFFFFL) << 32 | ((methodId & 0xFFFFFFFFL) + 1L);
+        long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
+        long callee = (methodId & 0xFFFFFFFFL) + 1L;
+        long c = U.getLong(null, s + 16L);
+        // A caller version of 32 bits or more would not fit the entry's key: no inline cache.
+        long ic = site < IC_LIMIT && v >>> 32 == 0L ? IC + site * IC_BYTES : 0L;
+        if (ic != 0L) {
+            long seq = U.getLongVolatile(null, ic);
+            long k = U.getLong(null, ic + 8L);
+            long nc = c + U.getLong(null, ic + 16L);
+            long vOut = U.getLong(null, ic + 24L);
+            U.loadFence();
+            if (k == (v << 32 | callee) && (seq & 1L) == 0L && U.getLong(null, ic) == seq && nc >= c && nc < LIMIT) {
+                U.putInt(null, s + 12L, 0);
+                U.putLong(null, s + 32L, vOut);
+                return nc;
+            }
+        }
+        long key = site << 32 | callee;
         long e = bucket(CACHE, CACHE_MASK, key, v);
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, v);
         if (w == 0L) {
             return enter0(methodId, s); // what enterRest would do after the same lookup
         }
-        long c = U.getLong(null, s + 16L);
-        long nc = c + U.getLong(null, w + 16L);
+        long add = U.getLong(null, w + 16L);
+        long nc = c + add;
         long vOut = U.getLong(null, w + 24L);
         U.loadFence();
         // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
         if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
+            if (ic != 0L) {
+                fill(ic, v << 32 | callee, add, vOut);
+            }
             U.putInt(null, s + 12L, 0);
             U.putLong(null, s + 32L, vOut);
             return nc;
         }
         return enterRest(methodId);
+    }
+
+    /**
+     * Writes {key, add, v_out} into the inline cache entry at `ic`, unless another thread is
+     * writing it: a sequence lock taken by CAS (odd while inside), released by an ordered store
+     * after the fields, so that a reader that saw the same even sequence before and after its
+     * reads saw one writer's fields.
+     */
+    private static void fill(long ic, long key, long add, long vOut) {
+        long seq = U.getLong(null, ic);
+        if ((seq & 1L) == 0L && U.compareAndSwapLong(null, ic, seq, seq + 1L)) {
+            U.putLong(null, ic + 8L, key);
+            U.putLong(null, ic + 16L, add);
+            U.putLong(null, ic + 24L, vOut);
+            U.putOrderedLong(null, ic, seq + 2L);
+        }
     }
 
     /** The way of `key` with caller version `v` in the memo's bucket at `e`, or 0. */
