@@ -663,10 +663,16 @@ fn method_handle_calls_do_not_walk() {
 }
 
 /// A hot site with three callees and callers of several depths: entries from the sites' inline
-/// caches and the memo must keep callees and caller versions apart.
+/// caches and the memo must keep callees and caller versions apart, with and without sampling
+/// (the sampled entries' callers were entered on that path too).
 #[test]
 fn hot_polymorphic_site() {
-    Scenario::new("LiveSites").expect(&["tail-inc", "tail-dbl", "tail-neg"]).run();
+    let (tmp, _) = Scenario::new("LiveSites").expect(&["tail-inc", "tail-dbl", "tail-neg"]).run();
+    let store = tmp.path().join("sampled");
+    let out = run_java("LiveSites", &format!("out={},sample=97,verify=1,summary=off", store.display()), &[]);
+    assert_eq!(out.code, Some(0), "LiveSites (sample=97) failed:\n{}", out.stderr);
+    let v = verify("LiveSites (sample=97)", &store);
+    assert!(v.verified > 10_000, "LiveSites (sample=97): only {} verified events", v.verified);
 }
 
 #[test]

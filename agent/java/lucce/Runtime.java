@@ -61,7 +61,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     private static final long TID;
     /** sample=N (0 = off). */
     private static final int SAMPLE;
-    /** Record mode without sampling, memo readable: {@link #enter} may take {@link #memo}. */
+    /** Record mode, memo readable: {@link #enter} may take {@link #memo}. */
     private static final boolean FAST;
     /**
      * Record mode: the sites' inline caches, in the site counters' region (which record mode does
@@ -128,11 +128,11 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         SINK = slots + ((slotMask + 1L) << 6);
         TID = tid;
         SAMPLE = sample;
-        FAST = record && sample == 0 && cacheMask >= 0L && tid >= 0L;
-        IC = base + HEADER_BYTES + (methods << 3);
-        IC_LIMIT = FAST ? (sites << 3) / IC_BYTES : 0L;
+        FAST = record && cacheMask >= 0L && tid >= 0L;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
+        IC = SITES;
+        IC_LIMIT = FAST ? (sites << 3) / IC_BYTES : 0L;
         // Last: from here on the probes are live.
         SITE_LIMIT = sites;
         METHOD_LIMIT = methods;
@@ -179,7 +179,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * Method entry: returns the callId of this frame (record mode), or counts.
      *
      * Only the common case is in {@link #memo} — a pending record whose ⟨site, callee, caller
-     * version⟩ the encoder's memo answers, no sampling, no segment. `enter` is small, so that C2
+     * version⟩ the encoder's memo answers, not a sample, no segment. `enter` is small, so that C2
      * inlines it into every caller, and makes one call; `memo` is not inlined: inlined everywhere,
      * its loop made C2 compile the instrumented program about 40% slower (FOP: C2 time 28 s
      * against 21 s with -XX:+CITime), which costs a short run more than the call does.
@@ -202,7 +202,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * an entry like any other. Counting mode counts it.
      */
     public static int leaf(int methodId) {
-        if (FAST) {
+        if (FAST && SAMPLE == 0) {
             U.putInt(null, home() + 12L, 0);
             return methodId;
         }
@@ -222,7 +222,8 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     /**
      * The memo's answer for the pending record in slot `s` and callee `methodId`: consumes the
      * record and returns the callId. A miss goes straight to the agent; anything else (no record,
-     * a writer inside, past the limit) is {@link #enterRest}, which repeats the lookup.
+     * a writer inside, past the limit, an entry that is a sample) is {@link #enterRest}, which
+     * repeats the lookup. With sampling, an answered entry counts down to the next sample.
      *
      * The site's inline cache comes first: most sites call one callee from one caller version,
      * and a site's entry lies next to those of the other sites of its method, where the memo's
@@ -235,6 +236,13 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     private static long memo(long s, int methodId) {
         if (s == SINK || U.getInt(null, s + 12L) == 0) {
             return enterRest(methodId);
+        }
+        int n = 0;
+        if (SAMPLE != 0) {
+            n = U.getInt(null, s + 40L) + 1;
+            if (n >= SAMPLE) {
+                return enterRest(methodId); // the agent records it
+            }
         }
         long v = U.getLong(null, s + 24L);
         long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
@@ -249,9 +257,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             long vOut = U.getLong(null, ic + 24L);
             U.loadFence();
             if (k == (v << 32 | callee) && (seq & 1L) == 0L && U.getLong(null, ic) == seq && nc >= c && nc < LIMIT) {
-                U.putInt(null, s + 12L, 0);
-                U.putLong(null, s + 32L, vOut);
-                return nc;
+                return answer(s, n, nc, vOut);
             }
         }
         long key = site << 32 | callee;
@@ -270,18 +276,27 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             if (ic != 0L) {
                 fill(ic, v << 32 | callee, add, vOut);
             }
-            U.putInt(null, s + 12L, 0);
-            U.putLong(null, s + 32L, vOut);
-            return nc;
+            return answer(s, n, nc, vOut);
         }
         return enterRest(methodId);
+    }
+
+    /** Consumes slot `s`'s pending record for an entry answered ⟨nc, vOut⟩; `n`: the sample count. */
+    private static long answer(long s, int n, long nc, long vOut) {
+        U.putInt(null, s + 12L, 0);
+        U.putLong(null, s + 32L, vOut);
+        if (SAMPLE != 0) {
+            U.putInt(null, s + 40L, n);
+        }
+        return nc;
     }
 
     /**
      * Writes {key, add, v_out} into the inline cache entry at `ic`, unless another thread is
      * writing it: a sequence lock taken by CAS (odd while inside), released by an ordered store
      * after the fields, so that a reader that saw the same even sequence before and after its
-     * reads saw one writer's fields.
+     * reads saw one writer's fields. A thread stopped inside (an asynchronous exception) leaves
+     * the sequence odd: that site loses its cache, nothing else.
      */
     private static void fill(long ic, long key, long add, long vOut) {
         long seq = U.getLong(null, ic);
