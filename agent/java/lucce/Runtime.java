@@ -5,10 +5,11 @@ package lucce;
  * the exact bytecode). This class is compiled by agent/build.rs, embedded in liblucce_agent.so and
  * defined into the bootstrap class loader by the agent at VMInit. It is never instrumented itself.
  *
- * For now the probes only count: method entries per method id and executions per call or
- * allocation site id, in a counter region that the Rust side owns (mmap'ed, lazily committed). Its
- * address comes from ONE native call, in the static initializer; after that every probe is plain
- * arithmetic plus an Unsafe access, no JNI.
+ * In counting mode the probes count method entries per method id and executions per call or
+ * allocation site id, in a counter region that the Rust side owns (mmap'ed, lazily committed); in
+ * record mode they compute each frame's context (see {@link #enter}) from tables in that region
+ * and in the agent's memory. The region's address comes from ONE native call, in the static
+ * initializer; after that the common paths are plain arithmetic plus Unsafe accesses, no JNI.
  *
  * Rules that keep this safe inside a JVM whose every other class calls these probes:
  * - The probes call nothing but Thread.currentThread() (native), the native accessors of
