@@ -51,9 +51,6 @@ pub struct RecordTables {
 pub struct Counters {
     base: *mut u8,
     len: usize,
-    /// Record mode: the site counters' memory holds the sites' inline caches
-    /// (agent/java/lucce/Runtime.java, IC), not counts.
-    record: bool,
 }
 
 // SAFETY: the region is a fixed mapping that lives until process exit; all accesses after
@@ -80,7 +77,7 @@ impl Counters {
         if p == libc::MAP_FAILED {
             return Err(RuntimeError::Mmap(len, std::io::Error::last_os_error()));
         }
-        let c = Counters { base: p as *mut u8, len, record };
+        let c = Counters { base: p as *mut u8, len };
         c.slot(0).store(MAX_METHODS as u64, Ordering::Relaxed);
         c.slot(1).store(MAX_SITES as u64, Ordering::Relaxed);
         c.slot(2).store((mode == CounterMode::Atomic) as u64, Ordering::Relaxed);
@@ -130,7 +127,9 @@ impl Counters {
 
     pub fn site_count(&self, id: u32) -> u64 {
         let i = id as usize;
-        if i >= MAX_SITES || self.record {
+        // Record mode (header word 3): this memory holds the sites' inline caches
+        // (agent/java/lucce/Runtime.java, memo), not counts.
+        if i >= MAX_SITES || self.slot(3).load(Ordering::Relaxed) != 0 {
             return 0;
         }
         self.slot(HEADER_BYTES / 8 + MAX_METHODS + i).load(Ordering::Relaxed)

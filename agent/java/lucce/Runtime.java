@@ -65,12 +65,12 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     /** Record mode, memo readable: {@link #enter} may take {@link #memo}. */
     private static final boolean FAST;
     /**
-     * Record mode: the sites' inline caches, in the site counters' region (which record mode does
-     * not count into): one entry of {@link #IC_BYTES} per site id below {@link #IC_LIMIT}, {seq,
+     * Record mode: the sites' inline caches, at {@link #SITES} (record mode counts nothing
+     * there): one entry of {@link #IC_BYTES} per site id below {@link #IC_LIMIT}, {seq,
      * key = v_in << 32 | callee + 1 (0 = empty), add, v_out}, a copy of the memo's last answer
      * for that site (see {@link #memo}).
      */
-    private static final long IC, IC_LIMIT;
+    private static final long IC_LIMIT;
     private static final long IC_BYTES = 32L;
 
     static {
@@ -132,7 +132,6 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         FAST = record && cacheMask >= 0L && tid >= 0L;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
-        IC = SITES;
         IC_LIMIT = FAST ? (sites << 3) / IC_BYTES : 0L;
         // Last: from here on the probes are live.
         SITE_LIMIT = sites;
@@ -250,7 +249,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         long callee = (methodId & 0xFFFFFFFFL) + 1L;
         long c = U.getLong(null, s + 16L);
         // A caller version of 32 bits or more would not fit the entry's key: no inline cache.
-        long ic = site < IC_LIMIT && v >>> 32 == 0L ? IC + site * IC_BYTES : 0L;
+        long ic = site < IC_LIMIT && v >>> 32 == 0L ? SITES + site * IC_BYTES : 0L;
         if (ic != 0L) {
             long seq = U.getLongVolatile(null, ic);
             long k = U.getLong(null, ic + 8L);

@@ -111,7 +111,7 @@ pub fn check_class(bytes: &[u8]) -> Result<CheckSummary, String> {
             match name.as_slice() {
                 b"StackMapTable" => {
                     let mut f = Frames::default();
-                    let is_static = m.access & 0x0008 != 0;
+                    let is_static = m.access & super::ACC_STATIC != 0;
                     let desc = cf.cp.utf8(m.desc).unwrap_or(b"()V");
                     let is_init = cf.cp.utf8(m.name) == Some(b"<init>");
                     f.set_initial(desc, is_static, is_init, false, cf.this_class)

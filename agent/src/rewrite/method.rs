@@ -240,8 +240,7 @@ pub(crate) fn rewrite_method<'a>(
     let mut locals = ProbeLocals::after(max_locals, d.nprobes == 0).ok_or(SkipReason::TooManyLocals)?;
     let hook = &probes::DEFINE_HOOK;
     // Its parameters' slots hold for an instance method of that descriptor only.
-    const ACC_STATIC: u16 = 0x0008;
-    let instance = m.access & ACC_STATIC == 0;
+    let instance = m.access & super::ACC_STATIC == 0;
     if instance && !locals.leaf && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor {
         locals.define_hook = Some(pool.runtime_method(hook.runtime_method, hook.runtime_descriptor));
     }
@@ -266,7 +265,7 @@ pub(crate) fn rewrite_method<'a>(
     let frames = &mut s.frames;
     frames.set_initial(
         m.desc_bytes,
-        m.access & 0x0008 != 0,
+        m.access & super::ACC_STATIC != 0,
         m.name == "<init>",
         cx.this_is_object,
         cx.this_class,

@@ -263,6 +263,7 @@ pub struct RewriteOutcome {
     pub stats: ClassStats,
 }
 
+pub(crate) const ACC_STATIC: u16 = 0x0008;
 const ACC_NATIVE: u16 = 0x0100;
 const ACC_ABSTRACT: u16 = 0x0400;
 /// Set in `MethodInfo::access_flags` of `@Hidden` methods (a bit no JVM method flag uses); the
