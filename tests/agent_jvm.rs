@@ -240,6 +240,17 @@ fn entry_counts_match_jvmti_method_entry_events() {
     assert_eq!(count("CountCheck.rec(I)I"), 101);
     assert_eq!(count("CountCheck.<init>()V"), 1);
     assert_eq!(count("CountCheck.main([Ljava/lang/String;)V"), 1);
+    assert_eq!(count("CountCheck.lambda$main$0(I)I"), 7);
+    // The lambda's proxy is a hidden class, which no ClassFileLoadHook sees: instrumented through
+    // `JavaLangAccess.defineClass`, compared under the name in its bytes.
+    let proxy: Vec<&serde_json::Value> = cc["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["method"].as_str().is_some_and(|m| m.starts_with("CountCheck$$Lambda$") && m.ends_with(".applyAsInt(I)I")))
+        .collect();
+    assert_eq!(proxy.len(), 1, "{cc}");
+    assert_eq!((proxy[0]["jvmti"].as_u64(), proxy[0]["probes"].as_u64()), (Some(7), Some(7)), "{cc}");
 }
 
 #[test]

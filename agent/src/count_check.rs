@@ -61,8 +61,12 @@ impl CountCheck {
             let Ok(cls) = jvmti.method_declaring_class(method) else { continue };
             let sig = jvmti.class_signature(cls);
             jni.delete_local_ref(cls);
-            let Some(class) = sig.ok().and_then(|s| Some(s.strip_prefix('L')?.strip_suffix(';')?.to_string()))
-            else {
+            // A hidden class's signature is `Lname.suffix;`; the registry knows it by the name in
+            // its bytes, so all hidden classes of one name count together on both sides.
+            let Some(class) = sig.ok().and_then(|s| {
+                let name = s.strip_prefix('L')?.strip_suffix(';')?;
+                Some(name.split_once('.').map_or(name, |(n, _)| n).to_string())
+            }) else {
                 continue;
             };
             if !opts.count_checked(&class) {

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use crate::count_check::CountCheck;
 use crate::diag;
-use crate::jvmti::{self, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
+use crate::jvmti::{self, jbyteArray, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
 use crate::options::Options;
 use crate::ref_threads;
 use crate::recorder::{lock, Recorder};
@@ -126,17 +126,27 @@ pub fn site_position(site: u32) -> Option<(u32, i32)> {
     t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| (s.method, s.line))
 }
 
-/// The rewritten bytes of a hidden class about to be defined (record mode), or None to define it
-/// as it is (not wanted, nothing to rewrite, or an error, which the summary counts).
-pub fn rewrite_hidden_class(bytes: &[u8]) -> Option<Vec<u8>> {
-    let a = agent()?;
-    let mut out = Vec::new();
-    let allocate = |n: usize| {
-        out = vec![0u8; n];
-        out.as_mut_ptr()
-    };
-    a.on_class(None, Arrival::Hidden, bytes, allocate)?;
-    Some(out)
+/// `private static native byte[] hidden0(byte[])` of `lucce/Runtime`, found by the VM's native
+/// lookup like `counters`: the rewritten bytes of a hidden class about to be defined, or null to
+/// define it as it is (not wanted, nothing to rewrite, an error, which the summary counts, or a
+/// thread inside the recorder, whose probes are off).
+#[no_mangle]
+pub extern "C" fn Java_lucce_Runtime_hidden0(env: *mut JniEnv, _cls: jclass, bytes: jbyteArray) -> jbyteArray {
+    catch_unwind(|| {
+        let a = agent().filter(|_| !crate::recorder::thread_busy())?;
+        let jni = Jni(env);
+        let bytes = jni.byte_array(bytes)?;
+        let mut out = Vec::new();
+        let allocate = |n: usize| {
+            out = vec![0u8; n];
+            out.as_mut_ptr()
+        };
+        a.on_class(None, Arrival::Hidden, &bytes, allocate)?;
+        Some(jni.new_byte_array(&out))
+    })
+    .ok()
+    .flatten()
+    .unwrap_or(std::ptr::null_mut())
 }
 
 /// Whether the options instrument this class (internal name).

@@ -58,7 +58,7 @@ use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHa
 use rustc_hash::FxHashMap;
 
 use crate::diag;
-use crate::jvmti::{jbyteArray, jclass, jint, jlong, jmethodID, jstring, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod};
+use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 
 /// Events a thread buffers before handing them to the writer.
@@ -437,7 +437,6 @@ impl Recorder {
         let runtime_natives = [
             NativeMethod { name: c"enter0".as_ptr(), signature: c"(IJ)J".as_ptr(), fn_ptr: enter0 as *mut c_void },
             NativeMethod { name: c"attach0".as_ptr(), signature: c"(J)J".as_ptr(), fn_ptr: attach0 as *mut c_void },
-            NativeMethod { name: c"hidden0".as_ptr(), signature: c"([B)[B".as_ptr(), fn_ptr: hidden0 as *mut c_void },
         ];
         if !jni.register_natives(runtime, &runtime_natives) {
             return Err("lucce/Runtime");
@@ -1041,8 +1040,13 @@ impl Recorder {
 // ---------------------------------------------------------------------------------------------
 // Natives (registered with RegisterNatives at VMInit). Nothing unwinds into the JVM.
 
+/// Whether this thread is inside the recorder (its probes are off; see [`ThreadState`]).
+pub fn thread_busy() -> bool {
+    TLS.try_with(|t| t.busy.get()).unwrap_or(true)
+}
+
 fn with_recorder<R>(default: R, f: impl FnOnce(&'static Recorder) -> R) -> R {
-    if TLS.try_with(|t| t.busy.get()).unwrap_or(true) {
+    if thread_busy() {
         return default;
     }
     let Some(r) = crate::hook::recorder() else { return default };
@@ -1056,17 +1060,6 @@ extern "C" fn enter0(env: *mut JniEnv, _cls: jclass, method: jint, _slot: jlong)
 
 extern "C" fn attach0(_env: *mut JniEnv, _cls: jclass, tid: jlong) -> jlong {
     with_recorder(std::ptr::null(), |r| r.attach(tid)) as jlong
-}
-
-/// A hidden class's bytes, rewritten (`Runtime.hidden`), or null to define them as they are.
-extern "C" fn hidden0(env: *mut JniEnv, _cls: jclass, bytes: jbyteArray) -> jbyteArray {
-    with_recorder(std::ptr::null_mut(), |_| {
-        let jni = Jni(env);
-        let Some(new) = jni.byte_array(bytes).and_then(|b| crate::hook::rewrite_hidden_class(&b)) else {
-            return std::ptr::null_mut();
-        };
-        jni.new_byte_array(&new)
-    })
 }
 
 extern "C" fn mark(env: *mut JniEnv, _cls: jclass, label: jstring) {

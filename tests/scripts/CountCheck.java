@@ -1,4 +1,9 @@
-/** Deterministic call counts, known by construction: f() runs exactly 12345 times, g() 1000, h() 10. */
+import java.util.function.IntUnaryOperator;
+
+/**
+ * Deterministic call counts, known by construction: f() runs exactly 12345 times, g() 1000,
+ * h() 10, and the lambda's proxy (a hidden class) 7 times.
+ */
 public class CountCheck {
     static int acc;
     int inst;
@@ -18,5 +23,9 @@ public class CountCheck {
         System.out.println(acc + " " + c.inst + " " + rec(100));
         Runnable r = new Runnable() { public void run() { f(0); } };
         r.run();
+        IntUnaryOperator twice = x -> 2 * x;
+        int sum = 0;
+        for (int i = 0; i < 7; i++) sum += twice.applyAsInt(i);
+        System.out.println(sum);
     }
 }

@@ -430,12 +430,12 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
 
     /**
      * Called at the entry of {@code JavaLangAccess.defineClass} (agent/src/rewrite/probes.rs,
-     * DEFINE_HOOK) with the bytes of a class about to be defined: in record mode, a hidden class
-     * (flags has HIDDEN_CLASS, 0x2), which no ClassFileLoadHook sees, comes back instrumented.
+     * DEFINE_HOOK) with the bytes of a class about to be defined: a hidden class (flags has
+     * HIDDEN_CLASS, 0x2), which no ClassFileLoadHook sees, comes back instrumented, in both modes.
      * Anything else, and any failure, gives the bytes back as they were.
      */
     public static byte[] hidden(byte[] b, int flags) {
-        if (RECORD && (flags & 2) != 0 && b != null) {
+        if (METHOD_LIMIT != 0L && (flags & 2) != 0 && b != null) {
             byte[] n = hidden0(b);
             if (n != null) {
                 return n;
