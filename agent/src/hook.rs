@@ -555,8 +555,13 @@ impl Agent {
         };
         let hooked = lock(&self.hooked_early).take().unwrap_or_default();
         let mut batch: Vec<(jclass, String)> = Vec::new();
+        let mut hidden = 0;
         for &c in &classes {
             if !retransformer.is_modifiable_class(c).unwrap_or(false) {
+                // Hidden classes defined before the runtime class existed: never instrumented
+                // (JVMTI cannot retransform a hidden class). A hidden class's signature is
+                // `Lname.suffix;`.
+                hidden += self.jvmti.class_signature(c).is_ok_and(|s| s.starts_with('L') && s.contains('.')) as u64;
                 continue;
             }
             let Ok(sig) = self.jvmti.class_signature(c) else { continue };
@@ -600,6 +605,7 @@ impl Agent {
         }
         let mut s = lock(&self.stats);
         s.retransform.candidates = refs.len() as u64;
+        s.retransform.hidden_left_alone = hidden;
         s.retransform.retransformed = ok;
         s.retransform.failed = failed;
         s.retransform.batch_ok = batch_ok;

@@ -53,6 +53,9 @@ pub struct RetransformStats {
     pub batch_ok: bool,
     pub retransformed: u64,
     pub failed: u64,
+    /// Hidden classes already defined at VMInit, which cannot be retransformed: never
+    /// instrumented.
+    pub hidden_left_alone: u64,
     pub ns: u64,
     pub failure_examples: Vec<String>,
 }
@@ -164,11 +167,12 @@ impl Summary {
         let r = &s.retransform;
         let _ = writeln!(
             o,
-            "  loaded before VMInit: {} retransformed in one batch ({} failed{}) in {:.1} ms",
+            "  loaded before VMInit: {} retransformed in one batch ({} failed{}) in {:.1} ms; {} hidden classes left alone",
             r.retransformed,
             r.failed,
             if r.batch_ok || r.candidates == 0 { "" } else { ", batch retried class by class" },
-            r.ns as f64 / 1e6
+            r.ns as f64 / 1e6,
+            r.hidden_left_alone
         );
         let _ = writeln!(
             o,
