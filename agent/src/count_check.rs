@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::jvmti::{jmethodID, Jni, Jvmti};
+use crate::jvmti::{jmethodID, signature_class, Jni, Jvmti};
 use crate::options::Options;
 use crate::registry::Registry;
 use crate::runtime::Counters;
@@ -61,12 +61,9 @@ impl CountCheck {
             let Ok(cls) = jvmti.method_declaring_class(method) else { continue };
             let sig = jvmti.class_signature(cls);
             jni.delete_local_ref(cls);
-            // A hidden class's signature is `Lname.suffix;`; the registry knows it by the name in
-            // its bytes, so all hidden classes of one name count together on both sides.
-            let Some(class) = sig.ok().and_then(|s| {
-                let name = s.strip_prefix('L')?.strip_suffix(';')?;
-                Some(name.split_once('.').map_or(name, |(n, _)| n).to_string())
-            }) else {
+            // The registry knows a hidden class by the name in its bytes, so all hidden classes of
+            // one name count together on both sides.
+            let Some(class) = sig.ok().and_then(|s| Some(signature_class(&s)?.0.to_string())) else {
                 continue;
             };
             if !opts.count_checked(&class) {

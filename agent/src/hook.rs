@@ -559,14 +559,13 @@ impl Agent {
         for &c in &classes {
             if !retransformer.is_modifiable_class(c).unwrap_or(false) {
                 // Hidden classes defined before the runtime class existed: never instrumented
-                // (JVMTI cannot retransform a hidden class). A hidden class's signature is
-                // `Lname.suffix;`.
-                hidden += self.jvmti.class_signature(c).is_ok_and(|s| s.starts_with('L') && s.contains('.')) as u64;
+                // (JVMTI cannot retransform a hidden class).
+                hidden += self.jvmti.class_signature(c).is_ok_and(|s| matches!(jvmti::signature_class(&s), Some((_, true)))) as u64;
                 continue;
             }
             let Ok(sig) = self.jvmti.class_signature(c) else { continue };
             // Only `Lname;` (arrays and primitives are never modifiable anyway).
-            let Some(name) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else { continue };
+            let Some((name, _)) = jvmti::signature_class(&sig) else { continue };
             if self.options.wants(name) && !hooked.contains(name) {
                 batch.push((c, name.to_string()));
             }

@@ -25,6 +25,14 @@ pub type jbyteArray = jobject;
 pub type jlocation = i64;
 pub type JvmtiError = u32;
 
+/// The class a JVMTI class signature names: its internal name and whether it is hidden. JVMTI
+/// signs a hidden class `Lname.suffix;` (no internal name contains a `.`); the name returned
+/// leaves the suffix out, as the class's own bytes have it. None for arrays and primitives.
+pub fn signature_class(sig: &str) -> Option<(&str, bool)> {
+    let name = sig.strip_prefix('L')?.strip_suffix(';')?;
+    Some(name.split_once('.').map_or((name, false), |(n, _)| (n, true)))
+}
+
 pub const JNI_OK: jint = 0;
 pub const JNI_ERR: jint = -1;
 pub const JVMTI_VERSION_1_2: jint = 0x3001_0200;
@@ -767,5 +775,18 @@ impl JavaVM {
             return None;
         }
         Some(Jvmti(env as *mut JvmtiEnv))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signature_class;
+
+    #[test]
+    fn class_signatures() {
+        assert_eq!(signature_class("Ljava/lang/String;"), Some(("java/lang/String", false)));
+        assert_eq!(signature_class("LFoo$$Lambda$14.0x0000000800c0b000;"), Some(("Foo$$Lambda$14", true)));
+        assert_eq!(signature_class("[Ljava/lang/String;"), None);
+        assert_eq!(signature_class("I"), None);
     }
 }

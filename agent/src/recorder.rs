@@ -58,7 +58,7 @@ use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHa
 use rustc_hash::FxHashMap;
 
 use crate::diag;
-use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod};
+use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, signature_class, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 
 /// Events a thread buffers before handing them to the writer.
@@ -717,9 +717,8 @@ impl Recorder {
         if j.is_method_obsolete(m).unwrap_or(true) {
             return FrameKind::Obsolete;
         }
-        let class = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')).unwrap_or(&sig);
-        // A hidden class's signature is `Lname.suffix;` (JVMTI GetClassSignature).
-        if class.contains('.') || !crate::hook::class_wanted(class) {
+        let (class, hidden) = signature_class(&sig).unwrap_or((&sig, false));
+        if hidden || !crate::hook::class_wanted(class) {
             return FrameKind::Invisible;
         }
         let Ok((name, desc)) = j.method_name(m) else { return FrameKind::Obsolete };
@@ -738,7 +737,7 @@ impl Recorder {
         let mark_slot = j.max_locals(f.method).ok()? - jint::from(crate::rewrite::probes::LEAF_EXTRA_LOCALS);
         let id = u32::try_from(j.local_int(depth, mark_slot).ok()?).ok()?;
         let sig = j.declaring_class_signature(f.method).ok()?;
-        let class = sig.strip_prefix('L')?.strip_suffix(';')?;
+        let (class, _) = signature_class(&sig)?;
         let (name, desc) = j.method_name(f.method).ok()?;
         if !crate::hook::is_leaf(id, Some((class, &name, &desc))) {
             return None;
