@@ -52,18 +52,22 @@ pub trait Backend: Send + Sync {
 /// sled 0.34. Its own crash recovery gives back a prefix of what was written; sled panics on
 /// some kinds of damaged files, which this wrapper turns into errors.
 ///
-/// sled keeps every page a scan reads in memory for as long as the database is open, whatever
-/// its cache capacity (it charges a page the compressed size it has on disk, far below its size
-/// in memory). So once scans have read [`REOPEN_AFTER_BYTES`], the next scan to start
-/// closes the database and opens it again, which lets all of it go: `lucce cct` on the 500M
-/// events of a Batik `sample=1` store peaks at 1.0 GB, not 18.6 GB.
+/// sled keeps every page a scan reads, and every value written, in memory for as long as the
+/// database is open, whatever its cache capacity (it charges a page the compressed size it has
+/// on disk, far below its size in memory). So once scans have read and writes have put
+/// [`REOPEN_AFTER_BYTES`] (or what [`SledBackend::set_reopen_after`] says), the next scan to
+/// start, or the writer's next [`SledBackend::release_memory`] after a commit, closes the
+/// database and opens it again, which lets all of it go: `lucce cct` on the 500M events of a
+/// Batik `sample=1` store peaks at 1.0 GB, not 18.6 GB, and an agent recording FOP with
+/// `sample=10` at 0.9 GB, not 1.6 GB.
 pub struct SledBackend {
     handle: Mutex<Result<Arc<Handle>, String>>,
     /// Signalled when a scan ends (its handle is released).
     released: Condvar,
-    /// Bytes of values scans have read since the database was last opened.
-    scanned: AtomicU64,
-    /// Reopen once `scanned` reaches this.
+    /// Bytes of values scans have read and puts have written since the database was last
+    /// opened: what sled holds on to.
+    held: AtomicU64,
+    /// Reopen once `held` reaches this.
     reopen_after: AtomicU64,
     /// Times the database was reopened.
     reopens: AtomicU64,
@@ -84,8 +88,8 @@ impl Handle {
     }
 }
 
-/// Values read by scans after which the database is reopened to free what sled holds (the
-/// default of [`SledBackend::set_reopen_after`]).
+/// Values read by scans (and written) after which the database is reopened to free what sled
+/// holds (the default of [`SledBackend::set_reopen_after`]).
 pub const REOPEN_AFTER_BYTES: u64 = 512 << 20;
 
 /// How long a scan that would reopen the database waits for the other scans to end; then it
@@ -116,7 +120,7 @@ impl SledBackend {
         Ok(SledBackend {
             handle: Mutex::new(Ok(Arc::new(handle))),
             released: Condvar::new(),
-            scanned: AtomicU64::new(0),
+            held: AtomicU64::new(0),
             reopen_after: AtomicU64::new(REOPEN_AFTER_BYTES),
             reopens: AtomicU64::new(0),
             dir: dir.to_path_buf(),
@@ -177,7 +181,7 @@ impl SledBackend {
         }
     }
 
-    /// Bytes of values scans read before the database is reopened (a memory bound, see
+    /// Bytes of values read and written before the database is reopened (a memory bound, see
     /// [`SledBackend`]).
     pub fn set_reopen_after(&self, bytes: u64) {
         self.reopen_after.store(bytes, Ordering::Relaxed);
@@ -188,11 +192,13 @@ impl SledBackend {
         self.reopens.load(Ordering::Relaxed)
     }
 
-    /// Reopens the database if scans have read enough since it was opened and no other scan is
-    /// running (waiting a little for them to end).
-    fn maybe_reopen(&self) {
+    /// Reopens the database, which lets go of everything sled holds, if scans and puts have
+    /// moved enough values since it was opened and no other scan is running (waiting a little
+    /// for them to end). Every scan calls it first; a writer calls it right after a flush, so
+    /// that a reopen that fails cannot lose what it wrote.
+    pub fn release_memory(&self) {
         let limit = self.reopen_after.load(Ordering::Relaxed);
-        if self.scanned.load(Ordering::Relaxed) < limit {
+        if self.held.load(Ordering::Relaxed) < limit {
             return;
         }
         let mut current = lock(&self.handle);
@@ -205,13 +211,13 @@ impl SledBackend {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 // Another scan is still running (maybe this thread's own): try again later.
-                self.scanned.store(0, Ordering::Relaxed);
+                self.held.store(0, Ordering::Relaxed);
                 return;
             }
             current = self.released.wait_timeout(current, left).unwrap_or_else(|e| e.into_inner()).0;
         }
         // A scan that waited with this one may have reopened it already.
-        if self.scanned.swap(0, Ordering::Relaxed) < limit || current.is_err() {
+        if self.held.swap(0, Ordering::Relaxed) < limit || current.is_err() {
             return;
         }
         self.reopens.fetch_add(1, Ordering::Relaxed);
@@ -223,7 +229,7 @@ impl SledBackend {
     /// Like [`Backend::scan_from`], but the values are sled's own buffers (reference-counted
     /// views of its cached pages), not copies: for readers that only look at each value once.
     pub(crate) fn scan_shared_from(&self, tree: Tree, from: &[u8]) -> SharedScan<'_> {
-        self.maybe_reopen();
+        self.release_memory();
         let scan = self.handle().and_then(|h| {
             let it = guarded("scanning", || Ok(h.tree(tree).range(from.to_vec()..)))?;
             Ok((it, h))
@@ -268,7 +274,7 @@ impl Iterator for SharedScan<'_> {
         let item = match catch_unwind(AssertUnwindSafe(|| inner.next())) {
             Ok(None) => return None,
             Ok(Some(Ok(kv))) => {
-                self.backend.scanned.fetch_add(kv.1.len() as u64, Ordering::Relaxed);
+                self.backend.held.fetch_add(kv.1.len() as u64, Ordering::Relaxed);
                 return Some(Ok(kv));
             }
             Ok(Some(Err(e))) => StoreError::Corrupt(format!("scanning: {e}")),
@@ -295,6 +301,7 @@ impl Backend for SledBackend {
     }
 
     fn put(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.held.fetch_add(value.len() as u64, Ordering::Relaxed);
         self.with_handle("writing", |h| h.tree(tree).insert(key, value)).map(|_| ())
     }
 
@@ -329,6 +336,9 @@ mod tests {
             db.put(Tree::Events, &i.to_be_bytes(), &value(i)).unwrap();
         }
         db.flush().unwrap();
+        drop(db);
+        // Opened again, as a reader opens a store: what was written is not held.
+        let db = SledBackend::open(dir, 1 << 20, true).unwrap();
         db.set_reopen_after(10_000);
         db
     }
