@@ -59,7 +59,7 @@ pub trait Backend: Send + Sync {
 /// start, or the writer's next [`SledBackend::release_memory`] after a commit, closes the
 /// database and opens it again, which lets all of it go: `lucce cct` on the 500M events of a
 /// Batik `sample=1` store peaks at 1.0 GB, not 18.6 GB, and an agent recording FOP with
-/// `sample=10` at 0.9 GB, not 1.6 GB.
+/// `sample=10` at 0.9 GB, not 1.5 GB.
 pub struct SledBackend {
     handle: Mutex<Result<Arc<Handle>, String>>,
     /// Signalled when a scan ends (its handle is released).
