@@ -30,9 +30,9 @@ pub struct WriterOptions {
     pub cache_bytes: u64,
     /// Events that may wait in the channel before [`WriterHandle::events`] blocks.
     pub max_queued_events: u64,
-    /// Bytes written after which a commit reopens the database, so that sled lets go of its
-    /// copies of what it wrote (it keeps them all while open, whatever `cache_bytes` says; see
-    /// `SledBackend`). A reopen costs the writer thread 15 ms on an idle machine, 230–430 ms
+    /// Bytes written after which the writer reopens the database (after a commit), so that
+    /// sled lets go of its copies of what it wrote (it keeps them all while open, whatever
+    /// `cache_bytes` says; see `SledBackend`). A reopen costs the writer thread 15 ms on an idle machine, 230–430 ms
     /// next to a busy JVM on two cores (FOP, `sample=10`).
     pub reopen_after_bytes: u64,
 }
@@ -345,6 +345,7 @@ impl WriterThread {
                 Ok(Msg::Flush(ack)) => {
                     self.commit(false);
                     let _ = ack.send(self.failed.clone().map_or(Ok(()), Err));
+                    self.release_memory();
                 }
                 Ok(Msg::Close) | Err(RecvTimeoutError::Disconnected) => {
                     // Disconnected: every handle is gone without a close; still commit what came.
@@ -384,6 +385,7 @@ impl WriterThread {
             if Instant::now() >= next_commit {
                 if self.dirty {
                     self.commit(false);
+                    self.release_memory();
                 }
                 next_commit = Instant::now() + self.opts.flush_interval;
             }
@@ -435,6 +437,15 @@ impl WriterThread {
         }
     }
 
+    /// After a commit that succeeded (not at close, and after a flush's answer, so that nobody
+    /// waits for a reopen): lets sled drop what it holds once enough was written
+    /// ([`WriterOptions::reopen_after_bytes`]).
+    fn release_memory(&self) {
+        if self.failed.is_none() {
+            self.db.release_memory();
+        }
+    }
+
     /// Blocks first, durable; then the mark that says they are complete, durable.
     fn commit(&mut self, clean: bool) {
         if self.failed.is_some() {
@@ -460,7 +471,6 @@ impl WriterThread {
             Ok(()) => {
                 self.commits += 1;
                 self.dirty = false;
-                self.db.release_memory();
             }
             Err(e) => self.failed = Some(e.to_string()),
         }
