@@ -557,15 +557,15 @@ impl Agent {
         let mut batch: Vec<(jclass, String)> = Vec::new();
         let mut hidden = 0;
         for &c in &classes {
+            let Ok(sig) = self.jvmti.class_signature(c) else { continue };
+            // Only `Lname;` (arrays and primitives are never modifiable anyway).
+            let Some((name, is_hidden)) = jvmti::signature_class(&sig) else { continue };
             if !retransformer.is_modifiable_class(c).unwrap_or(false) {
                 // Hidden classes defined before the runtime class existed: never instrumented
                 // (JVMTI cannot retransform a hidden class).
-                hidden += self.jvmti.class_signature(c).is_ok_and(|s| matches!(jvmti::signature_class(&s), Some((_, true)))) as u64;
+                hidden += is_hidden as u64;
                 continue;
             }
-            let Ok(sig) = self.jvmti.class_signature(c) else { continue };
-            // Only `Lname;` (arrays and primitives are never modifiable anyway).
-            let Some((name, _)) = jvmti::signature_class(&sig) else { continue };
             if self.options.wants(name) && !hooked.contains(name) {
                 batch.push((c, name.to_string()));
             }

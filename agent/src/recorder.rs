@@ -13,12 +13,12 @@
 //! pending record: upcalls the JVM makes itself (class loading, `<clinit>`, finalizers, JNI
 //! callbacks, reflection through native accessors), and thread starts. The walk goes down from
 //! the callee past frames lucce cannot see (native methods, hidden classes not yet seen at an
-//! entry, excluded or unrewritable methods) to the first instrumented frame F, reads F's context from its two probe
-//! locals (GetLocalLong) and F's current bytecode index. If no native method lies between the
-//! callee and F, F is at an invoke, the pending record is F's own and the callee has the name and
-//! descriptor the invoke references, the edge uses the pending site (the `return` of
-//! `Object.<init>` counts as an invoke of `Finalizer.register`, which the JVM calls from there,
-//! and the rewriter puts a call probe before it); otherwise the edge uses a
+//! entry, excluded or unrewritable methods) to the first instrumented frame F, reads F's context
+//! from its two probe locals (GetLocalLong) and F's current bytecode index. If no native method
+//! lies between the callee and F, F is at an invoke, the pending record is F's own and the callee
+//! has the name and descriptor the invoke references, the edge uses the pending site (the
+//! `return` of `Object.<init>` counts as an invoke of `Finalizer.register`, which the JVM calls
+//! from there, and the rewriter puts a call probe before it); otherwise the edge uses a
 //! *location site* for F's current instruction, whose line is the line HotSpot prints for it. A
 //! walk that meets an obsolete method (a frame entered before its class was rewritten) stops
 //! there: the context starts at the truncated root. A walk that runs out of frames: the thread

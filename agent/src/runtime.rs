@@ -19,6 +19,9 @@ pub const API_CLASS_NAME: &CStr = c"lucce/Lucce";
 /// record flag, then (record mode) site cache base and capacity, callId limit, thread slots base
 /// and index mask, sample interval, bytes per cache bucket, anchor table base and buckets.
 const HEADER_BYTES: usize = 128;
+/// The header word of the record flag; in record mode the site counters' memory holds the sites'
+/// inline caches instead (agent/java/lucce/Runtime.java, memo).
+const RECORD_WORD: usize = 3;
 /// Reserved counters. Virtual address space only: the mapping is lazily committed, so a page is
 /// backed by memory only once a probe bumps a counter in it.
 pub const MAX_METHODS: usize = 1 << 23;
@@ -81,7 +84,7 @@ impl Counters {
         c.slot(0).store(MAX_METHODS as u64, Ordering::Relaxed);
         c.slot(1).store(MAX_SITES as u64, Ordering::Relaxed);
         c.slot(2).store((mode == CounterMode::Atomic) as u64, Ordering::Relaxed);
-        c.slot(3).store(record as u64, Ordering::Relaxed);
+        c.slot(RECORD_WORD).store(record as u64, Ordering::Relaxed);
         Ok(c)
     }
 
@@ -127,9 +130,7 @@ impl Counters {
 
     pub fn site_count(&self, id: u32) -> u64 {
         let i = id as usize;
-        // Record mode (header word 3): this memory holds the sites' inline caches
-        // (agent/java/lucce/Runtime.java, memo), not counts.
-        if i >= MAX_SITES || self.slot(3).load(Ordering::Relaxed) != 0 {
+        if i >= MAX_SITES || self.slot(RECORD_WORD).load(Ordering::Relaxed) != 0 {
             return 0;
         }
         self.slot(HEADER_BYTES / 8 + MAX_METHODS + i).load(Ordering::Relaxed)

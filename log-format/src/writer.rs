@@ -32,8 +32,8 @@ pub struct WriterOptions {
     pub max_queued_events: u64,
     /// Bytes written after which the writer reopens the database (after a commit), so that
     /// sled lets go of its copies of what it wrote (it keeps them all while open, whatever
-    /// `cache_bytes` says; see `SledBackend`). A reopen costs the writer thread 15 ms on an idle machine, 230–430 ms
-    /// next to a busy JVM on two cores (FOP, `sample=10`).
+    /// `cache_bytes` says; see `SledBackend`). A reopen cost the writer thread 230–430 ms next to
+    /// a busy JVM on two cores (FOP, `sample=10`; docs/agent.md, "Memory").
     pub reopen_after_bytes: u64,
 }
 
