@@ -2,13 +2,15 @@
 //! `jimage extract --dir DIR $JAVA_HOME/lib/modules`) and prints a digest of all outputs and
 //! statistics plus the rewrite time per class.
 //!
-//! `cargo run --release -p lucce-agent --example rewrite_dir -- DIR [PASSES] [nodigest|hook|cold]`
+//! `cargo run --release -p lucce-agent --example rewrite_dir -- DIR [PASSES] [nodigest|hook|cold] [AGENT_OPTIONS]`
 //!
 //! `hook`: the timed passes go through the agent's load hook instead ([`HookState::on_class`]:
 //! class filter, registrar, rewrite, statistics, the copy into a fresh `malloc` buffer standing
 //! in for JVMTI Allocate, publishing into a fresh [`Registry`]), counting mode without a
 //! recorder. Not covered: the JNI/JVMTI call itself and the recorder's publish sink. A second
 //! digest covers what the hook left behind (class bytes, registry tables, statistics but times).
+//! AGENT_OPTIONS are the agent's options for these passes (default none: the summary is on, so
+//! the hook reads the clocks; `summary=off` as `lucce record` passes it reads none).
 //!
 //! `cold`: as `hook`, but the data caches are flushed before each class (by writing a buffer
 //! larger than L2), as the JVM's own work between two loads does; only the hook calls are timed.
@@ -113,7 +115,14 @@ fn main() {
         })
         .collect();
     if hook || cold {
-        hook_passes(&classes, &names, passes, cold);
+        let options = match Options::parse(&args.next().unwrap_or_default()) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("rewrite_dir: bad agent options: {e}");
+                std::process::exit(2);
+            }
+        };
+        hook_passes(&classes, &names, passes, cold, &options);
         return;
     }
 
@@ -164,8 +173,7 @@ fn main() {
 }
 
 /// The timed passes through the load hook, and a digest of what one pass left behind.
-fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool) {
-    let options = Options::parse("").unwrap();
+fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool, options: &Options) {
     let mut times = Vec::new();
     // Written before each class in `cold` mode: 4 MiB, more than the L2 cache of a core.
     let mut flush = if cold { vec![0u8; 4 << 20] } else { Vec::new() };
@@ -173,7 +181,7 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool)
         let registry = Registry::new();
         let stats = Mutex::new(Stats::default());
         let hooked_early = Mutex::new(None::<HashSet<String>>);
-        let state = HookState { options: &options, registry: &registry, stats: &stats, recorder: None, hooked_early: &hooked_early };
+        let state = HookState { options, registry: &registry, stats: &stats, recorder: None, hooked_early: &hooked_early };
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
         let mut flushed = std::time::Duration::ZERO;
         let t = Instant::now();

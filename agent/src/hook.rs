@@ -417,8 +417,9 @@ impl HookState<'_> {
             Arrival::Load | Arrival::Retransform => self.registry.registrar(),
         };
         let mut allocate = Some(allocate);
-        let t0 = Instant::now();
-        let cpu0 = thread_cpu_ns();
+        let timed = self.options.wants_summary();
+        let t0 = timed.then(Instant::now);
+        let cpu0 = if timed { thread_cpu_ns() } else { 0 };
         let result = catch_unwind(AssertUnwindSafe(|| {
             rewrite_class_with(bytes, &mut registrar, |parts| match name {
                 // Straight into the JVM's buffer: one copy, no Vec.
@@ -430,8 +431,8 @@ impl HookState<'_> {
                 None => Output::Held(parts.concat()),
             })
         }));
-        let ns = t0.elapsed().as_nanos() as u64;
-        let cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+        let ns = t0.map_or(0, |t| t.elapsed().as_nanos() as u64);
+        let cpu_ns = if timed { thread_cpu_ns().saturating_sub(cpu0) } else { 0 };
         // Borrowed: most classes never need the name as a String.
         let label = name.unwrap_or("<unnamed>");
         let mut out = None;

@@ -266,6 +266,41 @@ fn old_class(major: u16) -> Vec<u8> {
     a.build(major, "Old", ms)
 }
 
+/// The load hook reads the clocks only when a summary will report the rewrite time (they cost
+/// two system calls per class), and rewrites the same either way.
+#[test]
+fn hook_times_classes_only_for_a_summary() {
+    use lucce_agent::hook::{Arrival, HookState};
+    use lucce_agent::options::Options;
+    use lucce_agent::registry::Registry;
+    use lucce_agent::summary::Stats;
+    use std::sync::Mutex;
+
+    let class = old_class(50);
+    let run = |opts: &str| {
+        let options = Options::parse(opts).unwrap();
+        let (registry, stats, early) = (Registry::new(), Mutex::new(Stats::default()), Mutex::new(None));
+        let hook = HookState { options: &options, registry: &registry, stats: &stats, recorder: None, hooked_early: &early };
+        let mut out = Vec::new();
+        // SAFETY: malloc returns null or `n` writable bytes, as `on_class` requires.
+        let new = hook.on_class(Some("Old"), Arrival::Load, &class, |n| unsafe { libc::malloc(n) }.cast()).unwrap();
+        // SAFETY: `on_class` filled `new.1` bytes at `new.0`, a malloc block freed once copied.
+        unsafe {
+            out.extend_from_slice(std::slice::from_raw_parts(new.0, new.1 as usize));
+            libc::free(new.0.cast());
+        }
+        let s = stats.into_inner().unwrap();
+        (out, s.classes_rewritten, s.rewrite_ns_total)
+    };
+    let (timed, rewritten, ns) = run("");
+    assert_eq!(rewritten, 1);
+    assert!(ns > 0, "the default summary reports the rewrite time");
+    assert!(run("summary=off,json=/dev/null").2 > 0, "a JSON summary reports it too");
+    let (untimed, rewritten, ns) = run("summary=off");
+    assert_eq!((rewritten, ns), (1, 0));
+    assert_eq!(timed, untimed);
+}
+
 #[test]
 fn old_class_files_with_jsr_ret_verify_and_run() {
     for major in [45u16, 46, 49] {
