@@ -23,7 +23,7 @@ const KINDS: [EventKind; 3] = [EventKind::Mark, EventKind::Sample, EventKind::Al
 fn record(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op, u8)], limit: u64) -> Vec<EventRecord> {
     let writer = StoreWriter::create(dir, WriterOptions { block_records: 5, ..Default::default() }).unwrap();
     let out = writer.handle();
-    let enc = Encoder::new(EncoderConfig { call_id_limit: limit, site_cache_capacity: 64, anchor_cache_capacity: 64 }, writer.handle());
+    let enc = Encoder::new(EncoderConfig { call_id_limit: limit, site_cache_capacity: 64, anchor_cache_capacity: 64, ..Default::default() }, writer.handle());
     let rt = Runtime::new(prog, &enc);
     let mut threads: Vec<Option<SimThread>> = (0..4).map(|_| None).collect();
     let mut events = Vec::new();

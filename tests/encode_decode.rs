@@ -14,10 +14,12 @@ fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
 }
 
 /// Runs `ops` (thread, op) interleaved on one OS thread; returns the number of events.
-fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64, flush_every: usize) -> usize {
+/// `recomputed`: `EncoderConfig::recomputed_stay_edges` (which stays skip the memo).
+fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64, flush_every: usize, recomputed: usize) -> usize {
     let writer = StoreWriter::create(dir, WriterOptions { block_records: 7, ..Default::default() }).unwrap();
     let out = writer.handle();
-    let enc = Encoder::new(EncoderConfig { call_id_limit: limit, site_cache_capacity: 64, anchor_cache_capacity: 64 }, writer.handle());
+    let config = EncoderConfig { call_id_limit: limit, site_cache_capacity: 64, anchor_cache_capacity: 64, recomputed_stay_edges: recomputed };
+    let enc = Encoder::new(config, writer.handle());
     let rt = Runtime::new(prog, &enc);
     let mut threads: Vec<Option<SimThread>> = (0..16).map(|_| None).collect();
     let mut events = 0;
@@ -60,12 +62,14 @@ proptest! {
         ops in prop::collection::vec((any::<u8>(), op()), 1..400),
         limit in prop_oneof![Just(2u64), Just(5), Just(64), Just(1 << 20), Just(1 << 62)],
         flush_every in 0usize..50,
+        // Every stay memoized, only the first edge's recomputed, nearly all recomputed.
+        recomputed in prop_oneof![Just(0usize), Just(1), Just(16)],
     ) {
         let prog = program(&shape);
         let ops: Vec<(u8, Op)> = ops.into_iter().map(|(t, o)| (t % threads, o)).collect();
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("s");
-        let events = run(&store, &prog, &ops, limit, flush_every);
+        let events = run(&store, &prog, &ops, limit, flush_every, recomputed);
         common::assert_all_exact(&store, events);
     }
 }
@@ -82,11 +86,14 @@ fn callees_of_a_method_whose_width_grew_decode_exactly() {
     for t in [0u8, 1, 0, 1] {
         ops.extend([call, call, call, call, Op::Mark, Op::Return, Op::Return, Op::Return, Op::Return].map(|op| (t, op)));
     }
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s");
-    let events = run(&store, &prog, &ops, 1 << 62, 0);
-    assert_eq!(events, 4);
-    common::assert_all_exact(&store, events);
+    // The stays below P: kept in the memo, and computed again at each entry.
+    for recomputed in [0, 16] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("s");
+        let events = run(&store, &prog, &ops, 1 << 62, 0, recomputed);
+        assert_eq!(events, 4);
+        common::assert_all_exact(&store, events);
+    }
 }
 
 fn recursion_program() -> SynthProgram {

@@ -80,11 +80,16 @@ pub struct EncoderConfig {
     /// entries (lucene_search: 6,353 against 434k; rhino, the most recursive workload, 95k),
     /// and every bucket written commits its page, so this one is smaller: 2^14 buckets, 2 MiB.
     pub anchor_cache_capacity: usize,
+    /// A stay through an edge with fewer than this many edges before it in its callee's
+    /// incoming list is computed again at each locked entry instead of kept in the locked memo
+    /// (`State::recomputed_stay`). Default 16: antlr4's whole run 65–71 s → 41 s (4: 51 s, 64:
+    /// 42 s), lucene_search's extra peak RSS about 10 MB lower. 0 memoizes every stay.
+    pub recomputed_stay_edges: usize,
 }
 
 impl Default for EncoderConfig {
     fn default() -> Self {
-        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 16, anchor_cache_capacity: 1 << 14 }
+        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 16, anchor_cache_capacity: 1 << 14, recomputed_stay_edges: 16 }
     }
 }
 
@@ -175,10 +180,6 @@ impl Node {
 /// `State::edges` value of a back edge (see "Cycle-closing edges are segment boundaries").
 const BACK_EDGE: u32 = u32::MAX;
 
-/// Stays through an edge with fewer edges than this before it in its callee's incoming list are
-/// computed again at each locked entry instead of memoized (`State::recomputed_stay`).
-const RECOMPUTED_STAY_EDGES: usize = 16;
-
 /// Placeholder owner of a site id that was skipped over by [`Encoder::define_site`].
 const NO_METHOD: u32 = u32::MAX;
 
@@ -244,6 +245,8 @@ struct State {
 /// The encoder: thread safe, shared by every thread of the program.
 pub struct Encoder<S: GraphSink> {
     limit: u64,
+    /// `EncoderConfig::recomputed_stay_edges`.
+    recomputed_stay_edges: usize,
     cache: SiteCache,
     /// ⟨site, callee, caller c⟩ → ⟨caller v, anchored context's version⟩: the anchors, readable
     /// without the lock (same table layout; the "v_in" word holds c).
@@ -257,6 +260,7 @@ impl<S: GraphSink> Encoder<S> {
     pub fn new(config: EncoderConfig, sink: S) -> Encoder<S> {
         let enc = Encoder {
             limit: config.call_id_limit.max(2),
+            recomputed_stay_edges: config.recomputed_stay_edges,
             cache: SiteCache::new(config.site_cache_capacity),
             anchor_cache: SiteCache::new(config.anchor_cache_capacity),
             state: Mutex::new(State {
@@ -441,7 +445,7 @@ impl<S: GraphSink> Encoder<S> {
         if is_root(callee) {
             return Err(EncodeError::RootCallee(callee.0));
         }
-        let known_stay = st.recomputed_stay(site, caller_m, callee, caller.v, self.limit);
+        let known_stay = st.recomputed_stay(site, caller_m, callee, caller.v, self.limit, self.recomputed_stay_edges);
         let (add, v_out) = match known_stay.map(|add| (add, caller.v)).or_else(|| st.memo.get(site.0, callee.0, caller.v)) {
             Some(r) => r,
             None => {
@@ -530,16 +534,16 @@ impl State {
         (add, self.version)
     }
 
-    /// The stay of an entry through an existing edge with few edges before it in its callee's
-    /// incoming list ([`RECOMPUTED_STAY_EDGES`]), computed again instead of kept in the memo:
+    /// The stay of an entry through an existing edge with fewer than `max_before` edges before it
+    /// in its callee's incoming list, computed again instead of kept in the memo:
     /// about as fast as the memo's lookup, which misses the CPU caches, and most of the memo's
     /// entries are such stays (lucene_search: 342k stays and 93k links). Exact because a stay is a
     /// function of the graph's history at the caller's version, which never changes: `stay` gives
     /// the answer it gave (or would have given) the first time, and when it gave none the entry
     /// linked and the memo has the link.
-    fn recomputed_stay(&mut self, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64) -> Option<u64> {
+    fn recomputed_stay(&mut self, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64, max_before: usize) -> Option<u64> {
         let i = *self.edges.get(&(site.0, n.0))? as usize;
-        if i >= RECOMPUTED_STAY_EDGES {
+        if i >= max_before {
             return None; // a back edge too
         }
         let add = self.stay(p, n, i, v_in & !ANCHOR_BIT, limit)?;
