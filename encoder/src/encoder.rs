@@ -125,7 +125,9 @@ pub struct EncoderStats {
     pub anchors: u64,
     /// Entries that missed the lock-free cache and took the lock.
     pub slow_entries: u64,
-    /// Of those, the ones that computed a stay, and the ones that logged a link (see "Versions").
+    /// Of those, the ones that computed a stay (a stay that is not memoized, see
+    /// `EncoderConfig::recomputed_stay_edges`, counts at every locked entry that computes it
+    /// again), and the ones that logged a link (see "Versions").
     pub stays: u64,
     pub links: u64,
 }

@@ -1,7 +1,8 @@
 //! The encoder's lossless memo of Algorithm 1: ⟨site, callee, caller version⟩ → ⟨add, callee
-//! version⟩, every result ever computed (the lock-free `SiteCache` keeps only what fits).
+//! version⟩, every result computed under the lock except the stays that are cheap to compute
+//! again (`EncoderConfig::recomputed_stay_edges`); the lock-free `SiteCache` keeps only what fits.
 //!
-//! It is the agent's biggest table (lucene_search: 434k entries), so an entry whose two versions
+//! It is the agent's biggest table (lucene_search: 434k entries when it kept every stay), so an entry whose two versions
 //! fit in 31 bits (every run measured so far: javac, the largest, made 112M versions) takes 24
 //! bytes in the hash table instead of 32; the others keep the full width in a second table.
 
