@@ -82,7 +82,7 @@ pub struct EncoderConfig {
     pub anchor_cache_capacity: usize,
     /// A stay through an edge with fewer than this many edges before it in its callee's
     /// incoming list is computed again at each locked entry instead of kept in the locked memo
-    /// (`State::recomputed_stay`). Default 16: antlr4's whole run 65–71 s → 41 s (4: 51 s, 64:
+    /// (`State::recomputed`; back edges are never memoized either). Default 16: antlr4's whole run 65–71 s → 41 s (4: 51 s, 64:
     /// 42 s), lucene_search's extra peak RSS about 10 MB lower. 0 memoizes every stay.
     pub recomputed_stay_edges: usize,
 }
@@ -447,8 +447,8 @@ impl<S: GraphSink> Encoder<S> {
         if is_root(callee) {
             return Err(EncodeError::RootCallee(callee.0));
         }
-        let known_stay = st.recomputed_stay(site, caller_m, callee, caller.v, self.limit, self.recomputed_stay_edges);
-        let (add, v_out) = match known_stay.map(|add| (add, caller.v)).or_else(|| st.memo.get(site.0, callee.0, caller.v)) {
+        let known = st.recomputed(site, caller_m, callee, caller.v, self.limit, self.recomputed_stay_edges);
+        let (add, v_out) = match known.or_else(|| st.memo.get(site.0, callee.0, caller.v)) {
             Some(r) => r,
             None => {
                 let r = st.update(&self.sink, site, caller_m, callee, caller.v, self.limit);
@@ -536,21 +536,27 @@ impl State {
         (add, self.version)
     }
 
-    /// The stay of an entry through an existing edge with fewer than `max_before` edges before it
-    /// in its callee's incoming list, computed again instead of kept in the memo:
-    /// about as fast as the memo's lookup, which misses the CPU caches, and most of the memo's
-    /// entries are such stays (lucene_search: 342k stays and 93k links). Exact because a stay is a
-    /// function of the graph's history at the caller's version, which never changes: `stay` gives
-    /// the answer it gave (or would have given) the first time, and when it gave none the entry
-    /// linked and the memo has the link.
-    fn recomputed_stay(&mut self, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64, max_before: usize) -> Option<u64> {
-        let i = *self.edges.get(&(site.0, n.0))? as usize;
-        if i >= max_before {
-            return None; // a back edge too
+    /// [`State::update`]'s answer for an entry through an existing edge, computed again instead
+    /// of kept in the memo, when that is cheap: through a back edge always ⟨limit, 0⟩ (every
+    /// entry through it anchors), and through an edge with fewer than `max_before` edges before
+    /// it in its callee's incoming list the stay, if there is one. About as fast as the memo's
+    /// lookup, which misses the CPU caches, and most of the memo's entries were such answers
+    /// (lucene_search: 342k stays and 93k links; recursive code one back-edge entry per anchored
+    /// caller version). Exact because both are functions of the graph's history at the caller's
+    /// version, which never changes (an edge stays a back edge): they are the answer `update`
+    /// gave, or would have given, the first time; when a stay was not possible the entry linked
+    /// and the memo has the link.
+    fn recomputed(&mut self, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64, max_before: usize) -> Option<(u64, u64)> {
+        let i = *self.edges.get(&(site.0, n.0))?;
+        if i == BACK_EDGE {
+            return Some((limit, 0));
         }
-        let add = self.stay(p, n, i, v_in & !ANCHOR_BIT, limit)?;
+        if i as usize >= max_before {
+            return None;
+        }
+        let add = self.stay(p, n, i as usize, v_in & !ANCHOR_BIT, limit)?;
         self.stays += 1;
-        Some(add)
+        Some((add, v_in))
     }
 
     /// av(e) as of version `g` for the edge `incoming[i]` of `n`, if a callee entered through it

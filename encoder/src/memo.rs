@@ -1,6 +1,7 @@
 //! The encoder's lossless memo of Algorithm 1: ⟨site, callee, caller version⟩ → ⟨add, callee
-//! version⟩, every result computed under the lock except the stays that are cheap to compute
-//! again (`EncoderConfig::recomputed_stay_edges`); the lock-free `SiteCache` keeps only what fits.
+//! version⟩, every result computed under the lock except those that are cheap to compute again
+//! (back edges, and stays: `EncoderConfig::recomputed_stay_edges`); the lock-free `SiteCache`
+//! keeps only what fits.
 //!
 //! It is the agent's biggest table (lucene_search: 434k entries when it kept every stay), so an entry whose two versions
 //! fit in 31 bits (every run measured so far: javac, the largest, made 112M versions) takes 24
