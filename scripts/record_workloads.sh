@@ -22,6 +22,8 @@ if [[ -z ${AGENT_LIB:-} || -z ${LUCCE:-} ]]; then
 fi
 AGENT_LIB=${AGENT_LIB:-$REPO/target/release/liblucce_agent.so}
 LUCCE=${LUCCE:-$REPO/target/release/lucce}
+# The workloads run in their own directories: relative paths would not be found there.
+AGENT_LIB=$(realpath -e "$AGENT_LIB") && LUCCE=$(realpath -e "$LUCCE") || exit 2
 names=("$@")
 [[ ${#names[@]} -gt 0 ]] || names=(h2 rhino jython batik fop xalan lucene_index lucene_search javac antlr4 ant)
 mkdir -p "$OUT/stores" "$OUT/logs"

@@ -82,8 +82,10 @@ pub struct EncoderConfig {
     pub anchor_cache_capacity: usize,
     /// A stay through an edge with fewer than this many edges before it in its callee's
     /// incoming list is computed again at each locked entry instead of kept in the locked memo
-    /// (`State::recomputed`; back edges are never memoized either). Default 16: antlr4's whole run 65–71 s → 41 s (4: 51 s, 64:
-    /// 42 s), lucene_search's extra peak RSS about 10 MB lower. 0 memoizes every stay.
+    /// (`State::recomputed`; entries through back edges are not memoized either). 0 memoizes
+    /// every stay. Default 16: antlr4's whole run 65–71 s → 41 s, against 51 s with 4 and 42 s
+    /// with 64 (single runs of builds that differed in this default, the README's antlr4 command
+    /// line with `loglevel=info`); lucene_search's extra peak RSS about 10 MB lower.
     pub recomputed_stay_edges: usize,
 }
 
@@ -433,7 +435,8 @@ impl<S: GraphSink> Encoder<S> {
     fn enter_locked(&self, site: SiteId, caller: Context, callee: MethodId, only_known: bool) -> Result<Option<Context>, EncodeError> {
         let mut guard = self.lock();
         let st = &mut *guard;
-        if only_known && !st.edges.contains_key(&(site.0, callee.0)) {
+        let edge = st.edges.get(&(site.0, callee.0)).copied();
+        if only_known && edge.is_none() {
             return Ok(None);
         }
         st.slow_entries += 1;
@@ -447,7 +450,7 @@ impl<S: GraphSink> Encoder<S> {
         if is_root(callee) {
             return Err(EncodeError::RootCallee(callee.0));
         }
-        let known = st.recomputed(site, caller_m, callee, caller.v, self.limit, self.recomputed_stay_edges);
+        let known = edge.and_then(|e| st.recomputed(e, caller_m, callee, caller.v, self.limit, self.recomputed_stay_edges));
         let (add, v_out) = match known.or_else(|| st.memo.get(site.0, callee.0, caller.v)) {
             Some(r) => r,
             None => {
@@ -536,7 +539,8 @@ impl State {
         (add, self.version)
     }
 
-    /// [`State::update`]'s answer for an entry through an existing edge, computed again instead
+    /// [`State::update`]'s answer for an entry through the existing edge `edge` (its
+    /// value in `edges`) from `p` to `n`, computed again instead
     /// of kept in the memo, when that is cheap: through a back edge always ⟨limit, 0⟩ (every
     /// entry through it anchors), and through an edge with fewer than `max_before` edges before
     /// it in its callee's incoming list the stay, if there is one. About as fast as the memo's
@@ -546,15 +550,14 @@ impl State {
     /// version, which never changes (an edge stays a back edge): they are the answer `update`
     /// gave, or would have given, the first time; when a stay was not possible the entry linked
     /// and the memo has the link.
-    fn recomputed(&mut self, site: SiteId, p: MethodId, n: MethodId, v_in: u64, limit: u64, max_before: usize) -> Option<(u64, u64)> {
-        let i = *self.edges.get(&(site.0, n.0))?;
-        if i == BACK_EDGE {
+    fn recomputed(&mut self, edge: u32, p: MethodId, n: MethodId, v_in: u64, limit: u64, max_before: usize) -> Option<(u64, u64)> {
+        if edge == BACK_EDGE {
             return Some((limit, 0));
         }
-        if i as usize >= max_before {
+        if edge as usize >= max_before {
             return None;
         }
-        let add = self.stay(p, n, i as usize, v_in & !ANCHOR_BIT, limit)?;
+        let add = self.stay(p, n, edge as usize, v_in & !ANCHOR_BIT, limit)?;
         self.stays += 1;
         Some((add, v_in))
     }

@@ -3,9 +3,10 @@
 //! (back edges, and stays: `EncoderConfig::recomputed_stay_edges`); the lock-free `SiteCache`
 //! keeps only what fits.
 //!
-//! It is the agent's biggest table (lucene_search: 434k entries when it kept every stay), so an entry whose two versions
-//! fit in 31 bits (every run measured so far: javac, the largest, made 112M versions) takes 24
-//! bytes in the hash table instead of 32; the others keep the full width in a second table.
+//! It is the agent's biggest table (lucene_search: 434k entries when it kept every stay), so an
+//! entry whose two versions fit in 31 bits (every run measured so far: javac, the largest, made
+//! 112M versions) takes 24 bytes in the hash table instead of 32; the others keep the full width
+//! in a second table.
 
 use crate::ids::ANCHOR_BIT;
 use crate::sharded::ShardedMap;
