@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use lucce_encoder::{is_root, ANCHOR_BIT};
+use lucce_encoder::{anchor_of, anchored_version, is_root, key_version};
 use lucce_log_format::{GraphRecord, MethodRecord, SiteRecord, StoreReader};
 use rustc_hash::FxHashMap;
 
@@ -40,6 +40,8 @@ struct Anchor {
     callee: u32,
     caller_c: u64,
     caller_v: u64,
+    /// The version of the frames of its segment (`lucce_encoder::anchored_version`).
+    v: u64,
 }
 
 /// One step back from a frame: the site in the caller and the caller's context.
@@ -69,6 +71,8 @@ pub struct Graph {
     links: FxHashMap<u64, Link>,
     anchors: FxHashMap<u64, Anchor>,
     last_version: u64,
+    /// The last version that is not an anchor's: the graph as of `last_version`.
+    graph_version: u64,
     edges: u64,
 }
 
@@ -120,7 +124,7 @@ impl Graph {
                 Node { numcc, ..Node::default() }
             })
             .collect();
-        Graph { methods, sites, nodes, links: FxHashMap::default(), anchors: FxHashMap::default(), last_version: 0, edges: 0 }
+        Graph { methods, sites, nodes, links: FxHashMap::default(), anchors: FxHashMap::default(), last_version: 0, graph_version: 0, edges: 0 }
     }
 
     /// Applies the next graph event (versions must come in order, without gaps).
@@ -153,10 +157,15 @@ impl Graph {
                 if site as usize >= self.sites.len() || callee as usize >= self.nodes.len() {
                     return Err(bad(format!("anchor {version}: unknown site or method")));
                 }
-                self.anchors.insert(version, Anchor { site, callee, caller_c, caller_v });
+                let v = anchored_version(version, self.graph_version)
+                    .ok_or_else(|| bad(format!("anchor {version}: past the last version an anchor can have")))?;
+                self.anchors.insert(version, Anchor { site, callee, caller_c, caller_v, v });
             }
         }
         self.last_version += 1;
+        if !matches!(r, GraphRecord::Anchor { .. }) {
+            self.graph_version = self.last_version;
+        }
         Ok(())
     }
 
@@ -205,14 +214,16 @@ impl Graph {
     /// One decoding step (the paper's De, with the version rule of lucce-encoder's encoder.rs,
     /// "Versions"): the edge into `n` that the frame ⟨c, v⟩ came through, and the caller's context.
     pub(crate) fn step(&self, n: u32, c: u64, v: u64) -> Result<Step, DecodeError> {
-        let g = v & !ANCHOR_BIT;
-        if v & ANCHOR_BIT != 0 {
-            match self.anchors.get(&g) {
+        let g = key_version(v);
+        let anchor = anchor_of(v);
+        if let Some(a) = anchor {
+            match self.anchors.get(&a) {
+                Some(an) if an.v != v => return Err(DecodeError::BadAnchor(a)),
                 Some(an) if an.callee == n && c == 0 => {
                     return Ok(Step { site: an.site, caller: self.sites[an.site as usize].method, c: an.caller_c, v: an.caller_v });
                 }
-                Some(_) => {} // a frame below the anchored one, in its version
-                None => return Err(DecodeError::BadAnchor(g)),
+                Some(_) => {} // a frame below the anchored one, entered by a stay: in graph g
+                None => return Err(DecodeError::BadAnchor(a)),
             }
         }
         if g > self.last_version {
@@ -223,8 +234,9 @@ impl Graph {
         for e in node.incoming.iter().take_while(|e| e.added <= g) {
             let width = self.numcc_at(e.caller, g);
             if c < av.saturating_add(width) {
+                // A frame of an anchored version entered by a stay: its caller has that version.
                 let caller_v = match self.links.get(&g) {
-                    Some(l) if l.site == e.site && l.callee == n => l.caller_v,
+                    Some(l) if anchor.is_none() && l.site == e.site && l.callee == n => l.caller_v,
                     _ => v,
                 };
                 return Ok(Step { site: e.site, caller: e.caller, c: c - av, v: caller_v });

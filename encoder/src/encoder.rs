@@ -4,8 +4,9 @@
 //! callIds are kept below a limit L (`EncoderConfig::call_id_limit`, default 2^62): numCC values
 //! saturate at L, and when entering a callee would give a callId c + av(e) ≥ L, the callee instead
 //! starts a new *segment*: the encoder logs an anchor record ⟨site, callee, caller's ⟨c, v⟩⟩ at a
-//! fresh version a and returns ⟨0, a | ANCHOR_BIT⟩. The decoder, reaching a frame whose version
-//! carries ANCHOR_BIT, reads the anchor and continues at the caller with the logged ⟨c, v⟩. So every
+//! fresh version a and returns ⟨0, ANCHOR_BIT | a << 32 | g⟩, g being the graph version at a (see
+//! `ids::ANCHOR_BIT`). The decoder, reaching that frame, reads the anchor and continues at the
+//! caller with the logged ⟨c, v⟩. So every
 //! context stays exact with two fixed-size numbers per frame, at the price of one log record per
 //! segment. Anchors are memoized by ⟨site, callee, c, v⟩, so a recursion that repeats the same
 //! contexts does not grow the log.
@@ -39,16 +40,22 @@
 //! the anchor bit) is one of two cases:
 //! - *stay*: e exists at g and [av(e, g), av(e, g) + numCC_g(p)) lies within numCC_g(n). The
 //!   callee gets ⟨c + av(e, g), v⟩: nothing is logged, and everything below a hot frame shares
-//!   its version.
+//!   its version. Whether an entry stays, and av(e, g), depend on g only, so the memo and the
+//!   caches keep a stay under ⟨site, callee, g⟩ and answer it to every frame whose version has
+//!   graph version g, anchored or not (`ids::key_version`): a recursion's segments each have an
+//!   anchored version of their own, and their stays would otherwise be one entry per segment
+//!   (antlr4: 79M of 86M locked entries were stays from anchored versions).
 //! - *link*: otherwise. The edge is added if new, numCC(n) is recomputed from the callers'
 //!   current numCC, and a Link record ⟨w, site, callee, v⟩ at a fresh version w says that a
 //!   frame of `callee` entered through `site` at w has its caller at v. The callee gets
 //!   ⟨c + av(e, w), w⟩.
 //!
-//! The decoder, at a frame of n with ⟨c, V⟩ (g = V without the anchor bit): an anchor's callee
+//! The decoder, at a frame of n with ⟨c, V⟩ (g = V's graph version): an anchor's callee
 //! with c = 0 steps to the anchor's caller; otherwise e = prev(n, c, g), the caller has callId
-//! c − av(e, g) and version V, unless the Link at g names e's site and n, in which case the
-//! caller's version is the Link's. Why the Link is never mistaken: frames at a link version w
+//! c − av(e, g) and version V, unless V is not anchored and the Link at g names e's site and n,
+//! in which case the caller's version is the Link's (a frame of an anchored version that is not
+//! its anchor's callee was entered by a stay: a link gives its callee a plain version). Why the
+//! Link is never mistaken: frames at a link version w
 //! are the link's callee and frames below it entered by stays, all in one segment, whose edges
 //! are counted edges, i.e. a path in a DAG; so n occurs once on it. Why the ranges are right:
 //! every frame's callId is below its method's numCC at the frame's version (a stay checks it, a
@@ -60,7 +67,7 @@ use std::sync::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 
 use crate::cache::SiteCache;
-use crate::ids::{Context, MethodId, SiteId, ANCHOR_BIT};
+use crate::ids::{anchored_version, key_version, Context, MethodId, SiteId, ANCHOR_LIMIT};
 use crate::memo::Memo;
 use crate::meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta};
 use crate::sharded::ShardedMap;
@@ -112,6 +119,8 @@ pub enum EncodeError {
     RootCallee(u32),
     #[error("id {0} is defined already")]
     Redefined(u32),
+    #[error("graph version {0} is past the last one an anchor can have ({ANCHOR_LIMIT} - 1)")]
+    AnchorsExhausted(u64),
 }
 
 /// Counters for reports and benchmarks.
@@ -226,6 +235,8 @@ impl State {
 
 struct State {
     version: u64,
+    /// The version of the last graph event that is not an anchor: the graph as of `version`.
+    graph_version: u64,
     nodes: Vec<Node>,
     site_owner: Vec<MethodId>,
     /// ⟨site, callee⟩ → index of the edge in the callee's `incoming`, or [`BACK_EDGE`].
@@ -239,7 +250,7 @@ struct State {
     /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: every update ever made (the
     /// lock-free cache holds only what fits).
     memo: Memo,
-    /// ⟨site, callee, caller c, caller v⟩ → anchor version.
+    /// ⟨site, callee, caller c, caller v⟩ → anchored version.
     anchors: ShardedMap<(u32, u32, u64, u64), u64>,
     slow_entries: u64,
     stays: u64,
@@ -269,6 +280,7 @@ impl<S: GraphSink> Encoder<S> {
             anchor_cache: SiteCache::new(config.anchor_cache_capacity),
             state: Mutex::new(State {
                 version: 0,
+                graph_version: 0,
                 nodes: Vec::new(),
                 site_owner: Vec::new(),
                 edges: FxHashMap::default(),
@@ -389,7 +401,16 @@ impl<S: GraphSink> Encoder<S> {
     /// The lock-free part of [`Encoder::enter`] alone: Some when the cache answers.
     #[inline]
     pub fn enter_cached(&self, site: SiteId, caller: Context, callee: MethodId) -> Option<Context> {
-        let (add, v) = self.cache.lookup(site.0, callee.0, caller.v)?;
+        let g = key_version(caller.v);
+        let (add, v) = match self.cache.lookup(site.0, callee.0, g) {
+            // A stay keeps the caller's own version.
+            Some((add, v_out)) if v_out == g => (add, caller.v),
+            // A link of a caller of version g; or an answer that only leads to the anchor table.
+            Some((add, v_out)) if caller.v == g || add >= self.limit => (add, v_out),
+            // An anchored caller's links are kept under its whole version.
+            _ if caller.v != g => self.cache.lookup(site.0, callee.0, caller.v)?,
+            _ => return None,
+        };
         match caller.c.checked_add(add) {
             Some(c) if c < self.limit => Some(Context { c, v }),
             // Past the limit: the anchor this exact caller context got before, if any.
@@ -450,20 +471,40 @@ impl<S: GraphSink> Encoder<S> {
         if is_root(callee) {
             return Err(EncodeError::RootCallee(callee.0));
         }
+        // Stays are kept under the caller's graph version g (see "Versions"); anything else under
+        // the caller's version itself, which is g unless the caller is anchored.
+        let g = key_version(caller.v);
         let known = edge.and_then(|e| st.recomputed(e, caller_m, callee, caller.v, self.limit, self.recomputed_stay_edges));
-        let (add, v_out) = match known.or_else(|| st.memo.get(site.0, callee.0, caller.v)) {
+        let memoized = || match st.memo.get(site.0, callee.0, g) {
+            Some((add, v_out)) if v_out == g => Some((add, caller.v)),
+            Some(r) if caller.v == g => Some(r),
+            _ if caller.v == g => None,
+            _ => st.memo.get(site.0, callee.0, caller.v),
+        };
+        let (add, v_out) = match known.or_else(memoized) {
             Some(r) => r,
             None => {
                 let r = st.update(&self.sink, site, caller_m, callee, caller.v, self.limit);
-                st.memo.insert(site.0, callee.0, caller.v, r);
+                match r {
+                    (add, v_out) if v_out == caller.v => st.memo.insert(site.0, callee.0, g, (add, g)),
+                    _ => st.memo.insert(site.0, callee.0, caller.v, r),
+                }
                 r
             }
         };
-        self.cache.store(site.0, callee.0, caller.v, add, v_out);
+        // As `enter_cached` reads it. An answer at or past the limit holds for any caller: it only
+        // sends readers to the anchor table, whose key is the whole caller context.
+        if v_out == caller.v {
+            self.cache.store(site.0, callee.0, g, add, g);
+        } else if caller.v == g || add >= self.limit {
+            self.cache.store(site.0, callee.0, g, add, v_out);
+        } else {
+            self.cache.store(site.0, callee.0, caller.v, add, v_out);
+        }
         match caller.c.checked_add(add) {
             Some(c) if c < self.limit => Ok(Some(Context { c, v: v_out })),
             _ => {
-                let ctx = st.anchor(&self.sink, site, callee, caller);
+                let ctx = st.anchor(&self.sink, site, callee, caller)?;
                 self.anchor_cache.store_anchor(site.0, callee.0, caller.c, caller.v, ctx.v);
                 Ok(Some(ctx))
             }
@@ -504,7 +545,7 @@ impl State {
             None => None,
         };
         if let Some(i) = idx {
-            if let Some(add) = self.stay(p, n, i, v_in & !ANCHOR_BIT, limit) {
+            if let Some(add) = self.stay(p, n, i, key_version(v_in), limit) {
                 self.stays += 1;
                 return (add, v_in);
             }
@@ -536,6 +577,7 @@ impl State {
         self.version += 1;
         self.links += 1;
         sink.graph(&GraphEvent::Link { version: self.version, site, callee: n, caller_v: v_in });
+        self.graph_version = self.version;
         (add, self.version)
     }
 
@@ -557,7 +599,7 @@ impl State {
         if edge as usize >= max_before {
             return None;
         }
-        let add = self.stay(p, n, edge as usize, v_in & !ANCHOR_BIT, limit)?;
+        let add = self.stay(p, n, edge as usize, key_version(v_in), limit)?;
         self.stays += 1;
         Some((add, v_in))
     }
@@ -649,20 +691,22 @@ impl State {
         cycle
     }
 
-    /// Starts a new segment at `callee` (see "Overflow rule").
-    fn anchor(&mut self, sink: &impl GraphSink, site: SiteId, callee: MethodId, caller: Context) -> Context {
+    /// Starts a new segment at `callee` (see "Overflow rule"): its anchored version. An error,
+    /// and nothing logged, once anchor versions no longer fit one (after 2^31 graph events).
+    fn anchor(&mut self, sink: &impl GraphSink, site: SiteId, callee: MethodId, caller: Context) -> Result<Context, EncodeError> {
         let key = (site.0, callee.0, caller.c, caller.v);
-        let version = match self.anchors.get(&key) {
-            Some(&a) => a,
+        let v = match self.anchors.get(&key) {
+            Some(&v) => v,
             None => {
-                self.version += 1;
-                let a = self.version;
+                let a = self.version + 1;
+                let v = anchored_version(a, self.graph_version).ok_or(EncodeError::AnchorsExhausted(a))?;
+                self.version = a;
                 sink.graph(&GraphEvent::Anchor { version: a, site, callee, caller_c: caller.c, caller_v: caller.v });
-                self.anchors.insert(key, a);
-                a
+                self.anchors.insert(key, v);
+                v
             }
         };
-        Context { c: 0, v: version | ANCHOR_BIT }
+        Ok(Context { c: 0, v })
     }
 }
 

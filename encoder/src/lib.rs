@@ -18,7 +18,7 @@ mod sharded;
 
 pub use cache::{bucket_index, SiteCache, HASH_MUL, SLOT_BYTES, WAYS};
 pub use encoder::{EncodeError, Encoder, EncoderConfig, EncoderStats, Refused};
-pub use ids::{Context, MethodId, SiteId, ANCHOR_BIT};
+pub use ids::{anchor_of, anchored_version, key_version, Context, MethodId, SiteId, ANCHOR_BIT, ANCHOR_LIMIT};
 pub use meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta, ACC_HIDDEN_FRAME};
 
 /// Method id of the virtual root under which every thread's first frame sits.

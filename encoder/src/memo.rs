@@ -4,11 +4,10 @@
 //! keeps only what fits.
 //!
 //! It is the agent's biggest table (lucene_search: 434k entries when it kept every stay), so an
-//! entry whose two versions fit in 31 bits (every run measured so far: javac, the largest, made
-//! 112M versions) takes 24 bytes in the hash table instead of 32; the others keep the full width
-//! in a second table.
+//! entry whose two versions are plain graph versions below 2^31 (every run measured so far:
+//! javac, the largest, made 112M versions) takes 24 bytes in the hash table instead of 32; the
+//! others (anchored versions: an anchored caller's links) keep the full width in a second table.
 
-use crate::ids::ANCHOR_BIT;
 use crate::sharded::ShardedMap;
 
 /// ⟨site, callee, v_in⟩ → ⟨add, v_out⟩ at full width.
@@ -17,20 +16,14 @@ type WideMemo = ShardedMap<(u32, u32, u64), (u64, u64)>;
 pub(crate) struct Memo {
     /// Both versions narrowed: ⟨site, callee, v_in⟩ → [add low half, add high half, v_out].
     narrow: ShardedMap<(u32, u32, u32), [u32; 3]>,
-    /// Entries with a version that does not narrow (none in any run measured, so a miss does not
-    /// hash its key a second time for it).
+    /// Entries with a version that does not narrow (few in any run measured, so a miss does not
+    /// hash its key a second time for it until there is one).
     wide: Option<WideMemo>,
 }
 
-/// A version in 32 bits: the graph version in the low 31, the anchor bit on top; None when the
-/// graph version needs more.
+/// A version in 32 bits: None unless a graph version below 2^31.
 fn narrow(v: u64) -> Option<u32> {
-    let g = v & !ANCHOR_BIT;
-    (g < 1 << 31).then_some(g as u32 | ((v & ANCHOR_BIT) >> 32) as u32)
-}
-
-fn widen(n: u32) -> u64 {
-    (n & 0x7FFF_FFFF) as u64 | ((n & 0x8000_0000) as u64) << 32
+    (v < 1 << 31).then_some(v as u32)
 }
 
 impl Memo {
@@ -40,7 +33,7 @@ impl Memo {
 
     pub(crate) fn get(&self, site: u32, callee: u32, v_in: u64) -> Option<(u64, u64)> {
         if let Some(&[lo, hi, v_out]) = narrow(v_in).and_then(|v| self.narrow.get(&(site, callee, v))) {
-            return Some((lo as u64 | (hi as u64) << 32, widen(v_out)));
+            return Some((lo as u64 | (hi as u64) << 32, v_out as u64));
         }
         self.wide.as_ref()?.get(&(site, callee, v_in)).copied()
     }
@@ -57,6 +50,7 @@ impl Memo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::anchored_version;
 
     #[test]
     fn entries_come_back_exactly_at_either_width() {
@@ -64,15 +58,16 @@ mod tests {
         assert_eq!(std::mem::size_of::<((u32, u32, u32), [u32; 3])>(), 24);
         let mut m = Memo::new();
         let big = 1u64 << 31;
+        let anchored = |a, g| anchored_version(a, g).unwrap();
         let cases = [
             (1, 2, 0, (0, 0)),
             (1, 2, 5, (u64::MAX >> 1, 5)),                  // a stay
             (1, 3, 5, (1 << 62, 0)),                        // a back edge's answer
-            (1, 2, 6 | ANCHOR_BIT, (7, 6 | ANCHOR_BIT)),    // stays in an anchored version
-            (1, 2, big - 1, (9, (big - 1) | ANCHOR_BIT)),   // the largest narrow versions
+            (1, 2, anchored(6, 5), (7, 9)),                 // an anchored caller's link
+            (1, 2, anchored(5, 5), (7, 10)),                // another anchor at the same graph version
+            (1, 2, big - 1, (9, big - 1)),                  // the largest narrow versions
             (1, 2, big, (9, 1)),                            // v_in too wide
-            (1, 2, 8, (9, big | ANCHOR_BIT)),               // v_out too wide
-            (1, 2, big | ANCHOR_BIT, (10, big | ANCHOR_BIT)),
+            (1, 2, 8, (9, big)),                            // v_out too wide
             (2, 1, 5, (11, 12)),                            // site and callee are both key
         ];
         for (site, callee, v_in, r) in cases {
@@ -84,6 +79,6 @@ mod tests {
         }
         // A graph version that differs only in bits above 31 is another key.
         assert_eq!(m.get(1, 2, 5 | 1 << 40), None);
-        assert_eq!(m.get(1, 2, 5 | ANCHOR_BIT), None);
+        assert_eq!(m.get(1, 2, anchored(7, 5)), None);
     }
 }

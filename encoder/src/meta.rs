@@ -54,7 +54,8 @@ pub enum GraphEvent {
     NumCC { version: u64, method: MethodId, numcc: u64 },
     /// Entering `callee` through `site` from a caller frame ⟨caller_c, caller_v⟩ would have given
     /// a callId at or above the limit: the callee starts a new segment with context
-    /// ⟨0, version | ANCHOR_BIT⟩. Does not change the graph.
+    /// ⟨0, `ids::anchored_version(version, g)`⟩, g the graph version at `version`. Does not change
+    /// the graph.
     Anchor { version: u64, site: SiteId, callee: MethodId, caller_c: u64, caller_v: u64 },
 }
 

@@ -30,5 +30,7 @@ pub use writer::{StoreWriter, WriterHandle, WriterOptions, WriterReport};
 pub const MAGIC: &[u8] = b"lucce-store";
 /// The store format this build reads and writes.
 /// 1: uncompressed sled pages; 2: zstd-compressed pages (same records); 3: graph records Edge
-/// and Link instead of Update (a callee stays in its caller's version when it can).
-pub const FORMAT_VERSION: u32 = 3;
+/// and Link instead of Update (a callee stays in its caller's version when it can); 4: the same
+/// records, but a frame version that names an anchor also carries its graph version
+/// (`lucce_encoder::ANCHOR_BIT`), so format-3 contexts would decode wrongly.
+pub const FORMAT_VERSION: u32 = 4;

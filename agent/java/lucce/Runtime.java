@@ -231,6 +231,12 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * the site's entry. Exact like the memo: an answer for ⟨site, callee, v_in⟩ never changes
      * (encoder/src/cache.rs), so a copy is as good as the original; a torn read fails the
      * sequence check and falls through to the memo.
+     *
+     * Both are keyed by the caller's graph version g ({@link #graphVersion}): an answer with
+     * v_out = g is a stay, which keeps the caller's own version, anchored or not; any other
+     * answer is a link, which holds only for a caller whose version is g itself. An anchored
+     * caller's own links are in the memo under its whole version ({@link #anchoredLink})
+     * (encoder/src/encoder.rs, "Versions", and enter_cached).
      */
     @jdk.internal.vm.annotation.DontInline
     private static long memo(long s, int methodId) {
@@ -245,40 +251,72 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             }
         }
         long v = U.getLong(null, s + 24L);
+        long g = graphVersion(v);
         long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
         long callee = (methodId & 0xFFFFFFFFL) + 1L;
         long c = U.getLong(null, s + 16L);
-        // A caller version of 32 bits or more would not fit the entry's key: no inline cache.
-        long ic = site < IC_LIMIT && v >>> 32 == 0L ? SITES + site * IC_BYTES : 0L;
+        // A graph version of 32 bits or more would not fit the entry's key: no inline cache.
+        long ic = site < IC_LIMIT && g >>> 32 == 0L ? SITES + site * IC_BYTES : 0L;
         if (ic != 0L) {
             long seq = U.getLongVolatile(null, ic);
             long k = U.getLong(null, ic + 8L);
             long nc = c + U.getLong(null, ic + 16L);
             long vOut = U.getLong(null, ic + 24L);
             U.loadFence();
-            if (k == (v << 32 | callee) && (seq & 1L) == 0L && U.getLong(null, ic) == seq && nc >= c && nc < LIMIT) {
-                return answer(s, n, nc, vOut);
+            if (k == (g << 32 | callee) && (seq & 1L) == 0L && U.getLong(null, ic) == seq && nc >= c && nc < LIMIT && (vOut == g || v == g)) {
+                return answer(s, n, nc, vOut == g ? v : vOut);
             }
         }
         long key = site << 32 | callee;
+        long e = bucket(CACHE, CACHE_MASK, key, g);
+        long seq = U.getLongVolatile(null, e);
+        long w = way(e, key, g);
+        if (w != 0L) {
+            long add = U.getLong(null, w + 16L);
+            long nc = c + add;
+            long vOut = U.getLong(null, w + 24L);
+            U.loadFence();
+            // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
+            if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT && (vOut == g || v == g)) {
+                if (ic != 0L) {
+                    fill(ic, g << 32 | callee, add, vOut);
+                }
+                return answer(s, n, nc, vOut == g ? v : vOut);
+            }
+        }
+        if (v != g) {
+            return anchoredLink(s, n, key, c, v, methodId);
+        }
+        // A miss goes to the agent: what enterRest would do after the same lookup.
+        return w == 0L ? enter0(methodId, s) : enterRest(methodId);
+    }
+
+    /**
+     * {@link #memo} for an anchored caller ⟨c, v⟩ whose graph version answered no stay: the link
+     * kept for its whole version, if any.
+     */
+    private static long anchoredLink(long s, int n, long key, long c, long v, int methodId) {
         long e = bucket(CACHE, CACHE_MASK, key, v);
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, v);
         if (w == 0L) {
-            return enter0(methodId, s); // what enterRest would do after the same lookup
+            return enter0(methodId, s);
         }
-        long add = U.getLong(null, w + 16L);
-        long nc = c + add;
+        long nc = c + U.getLong(null, w + 16L);
         long vOut = U.getLong(null, w + 24L);
         U.loadFence();
-        // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
         if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
-            if (ic != 0L) {
-                fill(ic, v << 32 | callee, add, vOut);
-            }
             return answer(s, n, nc, vOut);
         }
         return enterRest(methodId);
+    }
+
+    /**
+     * The graph version of frame version `v`: `v`, or the low half of an anchored version (the
+     * anchor bit is the sign bit; encoder/src/ids.rs, ANCHOR_BIT).
+     */
+    private static long graphVersion(long v) {
+        return v < 0L ? v & 0xFFFFFFFFL : v;
     }
 
     /** Consumes slot `s`'s pending record for an entry answered ⟨nc, vOut⟩; `n`: the sample count. */
@@ -335,19 +373,25 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
                 long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
                 if (CACHE_MASK >= 0L && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
                     long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
+                    long g = graphVersion(v);
                     long key = (site << 32) | ((methodId & 0xFFFFFFFFL) + 1L);
-                    long e = bucket(CACHE, CACHE_MASK, key, v);
+                    long e = bucket(CACHE, CACHE_MASK, key, g);
                     long seq = U.getLongVolatile(null, e);
-                    long w = way(e, key, v);
+                    long w = way(e, key, g);
                     long add = w != 0L ? U.getLong(null, w + 16L) : -1L;
                     long vOut = w != 0L ? U.getLong(null, w + 24L) : 0L;
                     U.loadFence();
                     if ((seq & 1L) == 0L && add >= 0L && U.getLong(null, e) == seq) {
                         long nc = c + add;
                         if (nc < c || nc >= LIMIT) {
-                            // Past the limit: the anchor this caller context got before, if any.
+                            // Past the limit: the anchor this caller context got before, if any
+                            // (its key is the whole caller context, so any answer may lead there).
                             vOut = anchored(key, c, v);
                             nc = 0L;
+                        } else if (vOut == g) {
+                            vOut = v; // a stay
+                        } else if (v != g) {
+                            vOut = 0L; // a link, and not this anchored caller's
                         }
                         if (vOut != 0L) {
                             U.putInt(null, s + 12L, 0);
@@ -368,13 +412,14 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
 
     /**
      * The anchored version for ⟨site, callee⟩ = `key` entered from ⟨c, v⟩, or 0 when not cached
-     * (encoder/src/cache.rs, lookup_anchor: way {key, c, v, anchored} in the bucket of c ^ v).
+     * (encoder/src/cache.rs, lookup_anchor: way {key, c, v, anchored} in the bucket of
+     * anchor_hash_in(c, v) = c ^ (v + (v >>> 32))).
      */
     private static long anchored(long key, long c, long v) {
         if (ANCHOR_MASK < 0L) {
             return 0L;
         }
-        long e = bucket(ANCHORS, ANCHOR_MASK, key, c ^ v);
+        long e = bucket(ANCHORS, ANCHOR_MASK, key, c ^ (v + (v >>> 32)));
         long seq = U.getLongVolatile(null, e);
         long found = 0L;
         for (long w = e + 8L; w < e + WAYS_END; w += 32L) {
