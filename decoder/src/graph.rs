@@ -287,7 +287,36 @@ impl History {
 
 #[cfg(test)]
 mod tests {
-    use super::History;
+    use super::{Graph, History};
+    use crate::DecodeError;
+    use lucce_encoder::anchored_version;
+    use lucce_log_format::{GraphRecord, MethodRecord, SiteRecord};
+
+    #[test]
+    fn an_anchored_version_must_carry_its_anchors_graph_version() {
+        let m = |name: &str| MethodRecord { class: "T".into(), name: name.into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
+        let site = |method| SiteRecord { method, kind: 0, bci: 0, line: 1 };
+        // Roots 0 and 1 with their sites 0 and 1; main = 2, f = 3; site 2 in main, 3 and 4 in f.
+        let mut g = Graph::new(vec![m("<thread>"), m("<truncated>"), m("main"), m("f")], vec![site(0), site(1), site(2), site(3), site(3)]);
+        for r in [
+            GraphRecord::Edge { version: 1, site: 0, callee: 2 },
+            GraphRecord::NumCC { version: 2, method: 2, numcc: 1 },
+            GraphRecord::Link { version: 3, site: 0, callee: 2, caller_v: 0 },
+            GraphRecord::Edge { version: 4, site: 2, callee: 3 },
+            GraphRecord::NumCC { version: 5, method: 3, numcc: 1 },
+            GraphRecord::Link { version: 6, site: 2, callee: 3, caller_v: 3 },
+            GraphRecord::Anchor { version: 7, site: 3, callee: 3, caller_c: 0, caller_v: 6 },
+            GraphRecord::Anchor { version: 8, site: 4, callee: 3, caller_c: 0, caller_v: 6 },
+        ] {
+            g.apply(&r).unwrap();
+        }
+        // Both anchors are at graph version 6, the last Link.
+        let step = g.step(3, 0, anchored_version(8, 6).unwrap()).unwrap();
+        assert_eq!((step.site, step.c, step.v), (4, 0, 6));
+        for wrong in [anchored_version(8, 5).unwrap(), anchored_version(8, 7).unwrap(), anchored_version(9, 6).unwrap()] {
+            assert!(matches!(g.step(3, 0, wrong), Err(DecodeError::BadAnchor(_))), "{wrong:#x}");
+        }
+    }
 
     #[test]
     fn history_lookups_match_a_plain_search() {

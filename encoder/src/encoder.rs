@@ -840,4 +840,32 @@ mod tests {
         run(500);
         assert_eq!(enc.stats().slow_entries, locked, "a repeated recursion is answered lock-free");
     }
+
+    #[test]
+    fn the_stays_of_a_recursion_are_shared_by_its_segments() {
+        let enc = Encoder::new(EncoderConfig { recomputed_stay_edges: 0, ..Default::default() }, NoSink);
+        let meta = |name: &str| MethodMeta { class: "T".into(), name: name.into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
+        let (main, f, leaf) = (enc.register_method(meta("main")), enc.register_method(meta("f")), enc.register_method(meta("leaf")));
+        let site = |m| enc.register_site(SiteMeta { method: m, kind: SiteKind::Call, bci: 0, line: 1 }).unwrap();
+        let (s_main, s_rec, s_leaf) = (site(main), site(f), site(f));
+        let root = enc.enter_thread(main).unwrap();
+        let top = enc.enter(s_main, root, f).unwrap();
+        // The graph first: f → leaf and the back edge f → f.
+        enc.enter(s_leaf, top, leaf).unwrap();
+        enc.enter(s_rec, top, f).unwrap();
+        let before = enc.stats();
+        let mut ctx = top;
+        for _ in 0..300 {
+            ctx = enc.enter(s_rec, ctx, f).unwrap();
+            assert!(ctx.is_anchor());
+            let l = enc.enter(s_leaf, ctx, leaf).unwrap();
+            assert_eq!(l.v, ctx.v, "a stay keeps the anchored version");
+        }
+        let after = enc.stats();
+        assert_eq!(after.version - before.version, 299, "one anchor per new level, nothing else logged");
+        // Each new level's anchor takes the lock once, and the first segment's stay into `leaf`;
+        // every other segment is at the same graph version and finds that stay in the cache
+        // (keyed by the anchored version, each segment would take the lock for it: 599).
+        assert_eq!(after.slow_entries - before.slow_entries, 300);
+    }
 }
