@@ -14,11 +14,18 @@ fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
 }
 
 /// Runs `ops` (thread, op) interleaved on one OS thread; returns the number of events.
-/// `recomputed`: `EncoderConfig::recomputed_stay_edges` (which stays skip the memo).
-fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64, flush_every: usize, recomputed: usize) -> usize {
+/// `recomputed`: `EncoderConfig::recomputed_stay_edges` (which stays skip the memo);
+/// `anchor_memo`: `EncoderConfig::anchor_memo_capacity` (how many anchors it remembers).
+fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64, flush_every: usize, recomputed: usize, anchor_memo: usize) -> usize {
     let writer = StoreWriter::create(dir, WriterOptions { block_records: 7, ..Default::default() }).unwrap();
     let out = writer.handle();
-    let config = EncoderConfig { call_id_limit: limit, site_cache_capacity: 64, anchor_cache_capacity: 64, recomputed_stay_edges: recomputed };
+    let config = EncoderConfig {
+        call_id_limit: limit,
+        site_cache_capacity: 64,
+        anchor_cache_capacity: 64,
+        recomputed_stay_edges: recomputed,
+        anchor_memo_capacity: anchor_memo,
+    };
     let enc = Encoder::new(config, writer.handle());
     let rt = Runtime::new(prog, &enc);
     let mut threads: Vec<Option<SimThread>> = (0..16).map(|_| None).collect();
@@ -64,12 +71,14 @@ proptest! {
         flush_every in 0usize..50,
         // Every stay memoized, only the first edge's recomputed, nearly all recomputed.
         recomputed in prop_oneof![Just(0usize), Just(1), Just(16)],
+        // An anchor memo that forgets almost at once (contexts get anchored again), or never.
+        anchor_memo in prop_oneof![Just(16usize), Just(1 << 18)],
     ) {
         let prog = program(&shape);
         let ops: Vec<(u8, Op)> = ops.into_iter().map(|(t, o)| (t % threads, o)).collect();
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("s");
-        let events = run(&store, &prog, &ops, limit, flush_every, recomputed);
+        let events = run(&store, &prog, &ops, limit, flush_every, recomputed, anchor_memo);
         common::assert_all_exact(&store, events);
     }
 }
@@ -90,7 +99,7 @@ fn callees_of_a_method_whose_width_grew_decode_exactly() {
     for recomputed in [0, 16] {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("s");
-        let events = run(&store, &prog, &ops, 1 << 62, 0, recomputed);
+        let events = run(&store, &prog, &ops, 1 << 62, 0, recomputed, 1 << 18);
         assert_eq!(events, 4);
         common::assert_all_exact(&store, events);
     }

@@ -94,11 +94,23 @@ pub struct EncoderConfig {
     /// with 64 (single runs of builds that differed in this default, the README's antlr4 command
     /// line with `loglevel=info`); lucene_search's extra peak RSS about 10 MB lower.
     pub recomputed_stay_edges: usize,
+    /// Anchors the locked anchor memo keeps (⟨site, callee, caller context⟩ → anchored version,
+    /// about 40 bytes each): past this, a sixteenth of it is forgotten, and a caller context whose
+    /// anchor was forgotten gets a new one, logged again. Exact either way (an anchor record is
+    /// complete in itself); the memo only keeps a repeated recursion from growing the log.
+    /// Default 2^18: javac's 18.9M anchors took about 1 GB in it.
+    pub anchor_memo_capacity: usize,
 }
 
 impl Default for EncoderConfig {
     fn default() -> Self {
-        EncoderConfig { call_id_limit: 1 << 62, site_cache_capacity: 1 << 16, anchor_cache_capacity: 1 << 14, recomputed_stay_edges: 16 }
+        EncoderConfig {
+            call_id_limit: 1 << 62,
+            site_cache_capacity: 1 << 16,
+            anchor_cache_capacity: 1 << 14,
+            recomputed_stay_edges: 16,
+            anchor_memo_capacity: 1 << 18,
+        }
     }
 }
 
@@ -250,8 +262,12 @@ struct State {
     /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: every update ever made (the
     /// lock-free cache holds only what fits).
     memo: Memo,
-    /// ⟨site, callee, caller c, caller v⟩ → anchored version.
+    /// ⟨site, callee, caller c, caller v⟩ → anchored version, bounded
+    /// (`EncoderConfig::anchor_memo_capacity`).
     anchors: ShardedMap<(u32, u32, u64, u64), u64>,
+    anchor_memo_capacity: usize,
+    /// Anchor records logged.
+    anchors_logged: u64,
     slow_entries: u64,
     stays: u64,
     links: u64,
@@ -291,6 +307,8 @@ impl<S: GraphSink> Encoder<S> {
                 stack: Vec::new(),
                 memo: Memo::new(),
                 anchors: ShardedMap::new(),
+                anchor_memo_capacity: config.anchor_memo_capacity,
+                anchors_logged: 0,
                 slow_entries: 0,
                 stays: 0,
                 links: 0,
@@ -519,7 +537,7 @@ impl<S: GraphSink> Encoder<S> {
             edges: st.edges.len() as u64,
             back_edges: st.back_edges,
             version: st.version,
-            anchors: st.anchors.len() as u64,
+            anchors: st.anchors_logged,
             slow_entries: st.slow_entries,
             stays: st.stays,
             links: st.links,
@@ -702,7 +720,8 @@ impl State {
                 let v = anchored_version(a, self.graph_version).ok_or(EncodeError::AnchorsExhausted(a))?;
                 self.version = a;
                 sink.graph(&GraphEvent::Anchor { version: a, site, callee, caller_c: caller.c, caller_v: caller.v });
-                self.anchors.insert(key, v);
+                self.anchors_logged += 1;
+                self.anchors.insert_bounded(key, v, self.anchor_memo_capacity);
                 v
             }
         };

@@ -21,13 +21,15 @@ impl<K: Hash + Eq, V> ShardedMap<K, V> {
         ShardedMap { shards: std::array::from_fn(|_| FxHashMap::default()) }
     }
 
-    /// The shard of `key`: bits of its hash that the shard's own table uses neither for the
-    /// bucket index (the low bits) nor for its control bytes (the top seven), so the entries of
-    /// one shard still spread over all of its buckets.
+    /// The shard of `key`: the top bits of its hash multiplied again, which depend on all of its
+    /// bits, so that the entries of one shard still spread over all of its table's buckets. (Bits
+    /// 48–51 of the hash alone depend only on the low 26 bits of the last field hashed: the
+    /// anchors of one recursion, whose anchored versions differ above bit 32, all fell into one
+    /// shard.)
     fn shard(&self, key: &K) -> usize {
         let mut h = FxHasher::default();
         key.hash(&mut h);
-        (h.finish() >> 48) as usize & (SHARDS - 1)
+        (h.finish().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize & (SHARDS - 1)
     }
 
     pub(crate) fn get(&self, key: &K) -> Option<&V> {
@@ -39,6 +41,18 @@ impl<K: Hash + Eq, V> ShardedMap<K, V> {
         self.shards[i].insert(key, value);
     }
 
+    /// [`ShardedMap::insert`] into a map that holds about `capacity` entries at most: a full
+    /// shard is emptied first (keeping its table, so its memory stays at the bound).
+    pub(crate) fn insert_bounded(&mut self, key: K, value: V, capacity: usize) {
+        let i = self.shard(&key);
+        let shard = &mut self.shards[i];
+        if shard.len() >= capacity.div_ceil(SHARDS) {
+            shard.clear();
+        }
+        shard.insert(key, value);
+    }
+
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| s.len()).sum()
     }
@@ -68,6 +82,22 @@ mod tests {
             narrow.insert((3u32, 7u32, i), [i; 3]);
         }
         assert_even(&narrow);
+        // The anchor memo's key (encoder.rs): the anchors of one recursion at one graph version.
+        let mut anchors = ShardedMap::new();
+        for a in 1000..101_000u64 {
+            anchors.insert((3u32, 7u32, 0u64, crate::ids::anchored_version(a, 999).unwrap()), a);
+        }
+        assert_even(&anchors);
+    }
+
+    #[test]
+    fn a_bounded_map_forgets_a_shard_at_a_time() {
+        let mut m = ShardedMap::new();
+        for i in 0..10_000u64 {
+            m.insert_bounded(i, i, 1600);
+            assert_eq!(m.get(&i), Some(&i), "the new entry is kept");
+            assert!(m.len() <= 1600, "{}", m.len());
+        }
     }
 
     /// Unevenly filled shards would bring back a big table's doubling.
