@@ -258,8 +258,9 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         long callee = (methodId & 0xFFFFFFFFL) + 1L;
         long c = U.getLong(null, s + 16L);
         // The inline cache serves callers of a plain version below 2^32 (then g = v), anchored
-        // ones not: the check below that they need made the hits of every caller slower
-        // (benches/java/CallBench.java, virtual loop: 22.4 → 28.5 ns).
+        // ones not: each way of checking an anchored caller's answer there that was tried made
+        // every caller's hits slower (benches/java/CallBench.java, virtual loop: 22.4 → 27–28.5
+        // ns) and rhino no faster (README, performance, "Stop 27").
         long ic = site < IC_LIMIT && v >>> 32 == 0L ? SITES + site * IC_BYTES : 0L;
         if (ic != 0L) {
             long seq = U.getLongVolatile(null, ic);
@@ -318,7 +319,6 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         }
         return enterRest(methodId);
     }
-
 
     /** Consumes slot `s`'s pending record for an entry answered ⟨nc, vOut⟩; `n`: the sample count. */
     private static long answer(long s, int n, long nc, long vOut) {
