@@ -59,15 +59,15 @@ for _ in $(seq 1 "$ROUNDS"); do
   done
 done
 # Means per workload and agent, in the order the runs came.
-awk '$3 > 0 { k = $1 SUBSEP $2; if (!c[k]++) { order[++o] = k }; w[k] += $3; r[k] += $5; b[k] += $6; v[k] += $7; e[k] += $8 }
+awk '$3 > 0 { k = $1 SUBSEP $2; if (!c[k]++) { order[++o] = k }; w[k] += $3; r[k] += $5; b[k] += $6; v[k] += $7; e[k] += $8; an[k] += $9 }
   END {
     for (i = 1; i <= o; i++) {
       split(order[i], p, SUBSEP); base = p[1] SUBSEP "no"
       if (p[2] == "no" || !c[base]) continue
       q = (w[order[i]] / c[order[i]]) / (w[base] / c[base]); l[p[2]] += log(q); m[p[2]]++
       n = c[order[i]]
-      printf "%-14s %-6s ratio %.2f, peak RSS %+.0f MB, store %.1f MB, %d versions, %d edges\n", p[1], p[2], q,
-        r[order[i]] / n - r[base] / c[base], b[order[i]] / n, v[order[i]] / n, e[order[i]] / n
+      printf "%-14s %-6s ratio %.2f, peak RSS %+.0f MB, store %.1f MB, %d versions, %d edges, %d anchors\n", p[1], p[2], q,
+        r[order[i]] / n - r[base] / c[base], b[order[i]] / n, v[order[i]] / n, e[order[i]] / n, an[order[i]] / n
     }
     for (a = 1; ("lib" a) in m; a++) printf "lib%d: geometric mean of the wall ratios: %.2f\n", a, exp(l["lib" a] / m["lib" a])
   }' "$work/rows"

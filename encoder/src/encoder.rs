@@ -145,6 +145,8 @@ pub struct EncoderStats {
     pub back_edges: u64,
     /// The current graph version (= number of graph events logged, anchors included).
     pub version: u64,
+    /// Anchor records logged (a caller context whose anchor the bounded anchor memo forgot is
+    /// logged again: `EncoderConfig::anchor_memo_capacity`).
     pub anchors: u64,
     /// Entries that missed the lock-free cache and took the lock.
     pub slow_entries: u64,

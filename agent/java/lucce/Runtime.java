@@ -251,9 +251,6 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             }
         }
         long v = U.getLong(null, s + 24L);
-        // The caller's graph version: v, or an anchored version's low half (the anchor bit is
-        // the sign bit; encoder/src/ids.rs, ANCHOR_BIT).
-        long g = v & ~((v >> 63) << 32);
         long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
         long callee = (methodId & 0xFFFFFFFFL) + 1L;
         long c = U.getLong(null, s + 16L);
@@ -272,6 +269,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
                 return answer(s, n, nc, vOut);
             }
         }
+        long g = graphVersion(v);
         long key = site << 32 | callee;
         long e = bucket(CACHE, CACHE_MASK, key, g);
         long seq = U.getLongVolatile(null, e);
@@ -298,6 +296,14 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         }
         // A miss goes to the agent, except an anchored caller's: its own links are kept apart.
         return v < 0L ? anchoredLink(s, n, key, c, v, methodId) : enter0(methodId, s);
+    }
+
+    /**
+     * The graph version of caller version `v`: `v`, or an anchored version's low half (the anchor
+     * bit is the sign bit; encoder/src/ids.rs, ANCHOR_BIT).
+     */
+    private static long graphVersion(long v) {
+        return v & ~((v >> 63) << 32);
     }
 
     /**
@@ -374,7 +380,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
                 long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
                 if (CACHE_MASK >= 0L && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
                     long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
-                    long g = v & ~((v >> 63) << 32); // as in memo
+                    long g = graphVersion(v);
                     long key = (site << 32) | ((methodId & 0xFFFFFFFFL) + 1L);
                     long e = bucket(CACHE, CACHE_MASK, key, g);
                     long seq = U.getLongVolatile(null, e);
