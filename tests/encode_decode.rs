@@ -15,7 +15,9 @@ fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
 
 /// Runs `ops` (thread, op) interleaved on one OS thread; returns the number of events.
 /// `recomputed`: `EncoderConfig::recomputed_stay_edges` (which stays skip the memo);
-/// `anchor_memo`: `EncoderConfig::anchor_memo_capacity` (how many anchors it remembers).
+/// `anchor_memo`: `EncoderConfig::anchor_memo_capacity`, `stay_memo_capacity` and
+/// `wide_memo_capacity` (how many anchors, stays and links of anchored callers the encoder
+/// remembers).
 fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64, flush_every: usize, recomputed: usize, anchor_memo: usize) -> usize {
     let writer = StoreWriter::create(dir, WriterOptions { block_records: 7, ..Default::default() }).unwrap();
     let out = writer.handle();
@@ -25,6 +27,8 @@ fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64,
         anchor_cache_capacity: 64,
         recomputed_stay_edges: recomputed,
         anchor_memo_capacity: anchor_memo,
+        stay_memo_capacity: anchor_memo,
+        wide_memo_capacity: anchor_memo,
     };
     let enc = Encoder::new(config, writer.handle());
     let rt = Runtime::new(prog, &enc);
@@ -71,7 +75,8 @@ proptest! {
         flush_every in 0usize..50,
         // Every stay memoized, only the first edge's recomputed, nearly all recomputed.
         recomputed in prop_oneof![Just(0usize), Just(1), Just(16)],
-        // An anchor memo that forgets almost at once (contexts get anchored again), or never.
+        // Anchor, stay and link memos that forget almost at once (contexts get anchored and
+        // linked again), or never.
         anchor_memo in prop_oneof![Just(16usize), Just(1 << 18)],
     ) {
         let prog = program(&shape);

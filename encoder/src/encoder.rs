@@ -100,6 +100,17 @@ pub struct EncoderConfig {
     /// complete in itself); the memo only keeps a repeated recursion from growing the log.
     /// Default 2^18: javac's 18.9M anchors took about 1 GB in it.
     pub anchor_memo_capacity: usize,
+    /// Stays the locked memo keeps (about 24 bytes each; stays through the first
+    /// `recomputed_stay_edges` edges of a callee are never kept): past this, a sixteenth of them
+    /// is forgotten, and a forgotten one is computed again when an entry needs it, which logs
+    /// nothing. They grow with the graph versions that anchored callers have (javac: 170 MB).
+    /// Default 2^19.
+    pub stay_memo_capacity: usize,
+    /// Results the locked memo keeps at full width (about 40 bytes each): in practice the links
+    /// of anchored callers, one set per anchored version, so they grow with the anchors; past
+    /// this a sixteenth of them is forgotten, and a forgotten link is logged again when an entry
+    /// needs it (exact either way; `memo.rs`). Default 2^18, like the anchors they belong to.
+    pub wide_memo_capacity: usize,
 }
 
 impl Default for EncoderConfig {
@@ -110,6 +121,8 @@ impl Default for EncoderConfig {
             anchor_cache_capacity: 1 << 14,
             recomputed_stay_edges: 16,
             anchor_memo_capacity: 1 << 18,
+            stay_memo_capacity: 1 << 19,
+            wide_memo_capacity: 1 << 18,
         }
     }
 }
@@ -261,8 +274,9 @@ struct State {
     forward: Vec<MethodId>,
     backward: Vec<MethodId>,
     stack: Vec<MethodId>,
-    /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: every update ever made (the
-    /// lock-free cache holds only what fits).
+    /// ⟨site, callee, caller version⟩ → ⟨add, callee version⟩: the updates made, but for the
+    /// stays and full-width results it forgot (`memo.rs`; the lock-free cache holds only what
+    /// fits).
     memo: Memo,
     /// ⟨site, callee, caller c, caller v⟩ → anchored version, bounded
     /// (`EncoderConfig::anchor_memo_capacity`).
@@ -307,7 +321,7 @@ impl<S: GraphSink> Encoder<S> {
                 forward: Vec::new(),
                 backward: Vec::new(),
                 stack: Vec::new(),
-                memo: Memo::new(),
+                memo: Memo::new(config.stay_memo_capacity, config.wide_memo_capacity),
                 anchors: ShardedMap::new(),
                 anchor_memo_capacity: config.anchor_memo_capacity,
                 anchors_logged: 0,
