@@ -435,16 +435,8 @@ impl<S: GraphSink> Encoder<S> {
     /// The lock-free part of [`Encoder::enter`] alone: Some when the cache answers.
     #[inline]
     pub fn enter_cached(&self, site: SiteId, caller: Context, callee: MethodId) -> Option<Context> {
-        let g = key_version(caller.v);
-        let (add, v) = match self.cache.lookup(site.0, callee.0, g) {
-            // A stay keeps the caller's own version.
-            Some((add, v_out)) if v_out == g => (add, caller.v),
-            // A link of a caller of version g; or an answer that only leads to the anchor table.
-            Some((add, v_out)) if caller.v == g || add >= self.limit => (add, v_out),
-            // An anchored caller's links are kept under its whole version.
-            _ if caller.v != g => self.cache.lookup(site.0, callee.0, caller.v)?,
-            _ => return None,
-        };
+        // An answer at or past the limit only leads to the anchor table: it holds for any caller.
+        let (add, v) = kept_answer(caller.v, self.limit, |k| self.cache.lookup(site.0, callee.0, k))?;
         match caller.c.checked_add(add) {
             Some(c) if c < self.limit => Some(Context { c, v }),
             // Past the limit: the anchor this exact caller context got before, if any.
@@ -509,12 +501,8 @@ impl<S: GraphSink> Encoder<S> {
         // the caller's version itself, which is g unless the caller is anchored.
         let g = key_version(caller.v);
         let known = edge.and_then(|e| st.recomputed(e, caller_m, callee, caller.v, self.limit, self.recomputed_stay_edges));
-        let memoized = || match st.memo.get(site.0, callee.0, g) {
-            Some((add, v_out)) if v_out == g => Some((add, caller.v)),
-            Some(r) if caller.v == g => Some(r),
-            _ if caller.v == g => None,
-            _ => st.memo.get(site.0, callee.0, caller.v),
-        };
+        // The memo keeps an answer past the limit under the caller's own version, like a link.
+        let memoized = || kept_answer(caller.v, u64::MAX, |k| st.memo.get(site.0, callee.0, k));
         let (add, v_out) = match known.or_else(memoized) {
             Some(r) => r,
             None => {
@@ -558,6 +546,22 @@ impl<S: GraphSink> Encoder<S> {
             stays: st.stays,
             links: st.links,
         }
+    }
+}
+
+/// The answer for a caller of version `v` in a table that keeps answers as
+/// [`Encoder::enter_locked`] does, read with `lookup(key version)`: a stay is kept under v's
+/// graph version g and keeps `v`; a link kept under g holds for a caller whose version is g
+/// itself, or for any caller when its add is at least `any_caller_from`; an anchored caller's
+/// own links are kept under its whole version.
+#[inline]
+fn kept_answer(v: u64, any_caller_from: u64, lookup: impl Fn(u64) -> Option<(u64, u64)>) -> Option<(u64, u64)> {
+    let g = key_version(v);
+    match lookup(g) {
+        Some((add, v_out)) if v_out == g => Some((add, v)),
+        Some((add, v_out)) if v == g || add >= any_caller_from => Some((add, v_out)),
+        _ if v != g => lookup(v),
+        _ => None,
     }
 }
 
