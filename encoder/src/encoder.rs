@@ -98,7 +98,9 @@ pub struct EncoderConfig {
     /// about 40 bytes each): past this, a sixteenth of it is forgotten, and a caller context whose
     /// anchor was forgotten gets a new one, logged again. Exact either way (an anchor record is
     /// complete in itself); the memo only keeps a repeated recursion from growing the log.
-    /// Default 2^18: javac's 18.9M anchors took about 1 GB in it.
+    /// Default 2^18: javac's 18.9M anchors took about 1 GB in it. A power of two keeps at most
+    /// 7/8 of it, what a table of that size holds (`ShardedMap::insert_bounded`); so do the
+    /// two bounds below.
     pub anchor_memo_capacity: usize,
     /// Stays the locked memo keeps (about 24 bytes each; stays through the first
     /// `recomputed_stay_edges` edges of a callee are never kept): past this, a sixteenth of them
