@@ -7,14 +7,15 @@
 #
 # Debian has no hsdis for JDK 17; its libhsdis0-fcml has the older entry point only
 # (`decode_instructions`), so this builds a small shim that gives JDK 17 the one it looks for
-# (`decode_instructions_virtual`). Installs libhsdis0-fcml with apt when missing (needs root).
+# (`decode_instructions_virtual`). Installs libhsdis0-fcml with apt when missing (`apt-get
+# update` first, as on a fresh machine; needs root).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 JDK=${JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}
 METHOD=${1:?usage: scripts/print_asm.sh METHOD [JAVA ARGS...]}
 shift
 FCML=/usr/lib/x86_64-linux-gnu/libhsdis.so.0
-[[ -e $FCML ]] || apt-get install -y -q libhsdis0-fcml >/dev/null
+[[ -e $FCML ]] || { apt-get update -q >/dev/null && apt-get install -y -q libhsdis0-fcml >/dev/null; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cat >"$TMP/shim.c" <<EOF

@@ -1,4 +1,5 @@
-//! A hash map in shards, for the encoder's two ever-growing memos.
+//! A hash map in shards, for the encoder's big memos (the locked memo's tables and the anchor
+//! memo), some of them bounded ([`ShardedMap::insert_bounded`]).
 //!
 //! Growing one `HashMap` allocates the doubled table while the old one is still live, so the
 //! memo of ⟨site, callee, version⟩ made the agent's peak RSS jump by 1.5× the table at each
