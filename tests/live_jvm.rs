@@ -662,14 +662,16 @@ fn method_handle_calls_do_not_walk() {
     assert_loop_does_not_walk("LiveHandles", "handles.n", "handle calls");
 }
 
-/// A hot site with three callees and callers of several depths: entries from the sites' inline
-/// caches and the memo must keep callees and caller versions apart, with and without sampling
-/// (the sampled entries' callers were entered on that path too).
+/// A hot site with three callees and callers of several depths: entries from the threads'
+/// answer caches and the memo must keep callees and caller versions apart, with and without
+/// sampling (the sampled entries' callers were entered on that path too). The sampled run has
+/// answer caches of two entries, so that keys collide all the time and the cache's check, not
+/// its hash, must tell them apart.
 #[test]
 fn hot_polymorphic_site() {
     let (tmp, _) = Scenario::new("LiveSites").expect(&["tail-inc", "tail-dbl", "tail-neg"]).run();
     let store = tmp.path().join("sampled");
-    let out = run_java("LiveSites", &format!("out={},sample=97,verify=1,summary=off", store.display()), &[]);
+    let out = run_java("LiveSites", &format!("out={},sample=97,verify=1,answer_cache=2,summary=off", store.display()), &[]);
     assert_eq!(out.code, Some(0), "LiveSites (sample=97) failed:\n{}", out.stderr);
     let v = verify("LiveSites (sample=97)", &store);
     assert!(v.verified > 10_000, "LiveSites (sample=97): only {} verified events", v.verified);

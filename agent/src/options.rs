@@ -19,7 +19,7 @@ pub enum OptionsError {
 }
 
 const KNOWN: &[&str] =
-    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots"];
+    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache"];
 
 /// Where a text stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +64,10 @@ pub struct Options {
     /// another live thread holds (tids equal modulo this) has its entries resolved by stack
     /// walks: exact but slow. Small values exist to test that path.
     pub thread_slots: usize,
+    /// Record mode: entries of each thread's answer cache (a power of two, 32 bytes each; 0 =
+    /// none), a private copy of the memo answers the thread takes (agent/java/lucce/Runtime.java,
+    /// memo).
+    pub answer_cache: usize,
 }
 
 impl Default for Options {
@@ -82,6 +86,7 @@ impl Default for Options {
             retransform: true,
             counters: CounterMode::Plain,
             thread_slots: 1 << 16,
+            answer_cache: 1 << 12,
         }
     }
 }
@@ -145,6 +150,13 @@ impl Options {
                         .ok()
                         .filter(|n: &usize| n.is_power_of_two() && *n <= 1 << 24)
                         .ok_or_else(|| bad("expected a power of two from 1 to 16777216"))?
+                }
+                "answer_cache" => {
+                    o.answer_cache = value
+                        .parse()
+                        .ok()
+                        .filter(|&n: &usize| n == 0 || (n.is_power_of_two() && (2..=1 << 24).contains(&n)))
+                        .ok_or_else(|| bad("expected 0 (none) or a power of two from 2 to 16777216"))?
                 }
                 _ => return Err(OptionsError::UnknownKey(key.to_string())),
             }
@@ -301,5 +313,10 @@ mod tests {
         }
         assert_eq!(Options::parse("thread_slots=1").unwrap().thread_slots, 1);
         assert_eq!(Options::parse("").unwrap().thread_slots, 65536);
+        for bad in ["answer_cache=1", "answer_cache=3", "answer_cache=33554432", "answer_cache=-1"] {
+            assert!(matches!(Options::parse(bad), Err(OptionsError::BadValue { .. })), "{bad}");
+        }
+        assert_eq!(Options::parse("answer_cache=0").unwrap().answer_cache, 0);
+        assert_eq!(Options::parse("").unwrap().answer_cache, 4096);
     }
 }

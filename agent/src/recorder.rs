@@ -128,6 +128,7 @@ type TokenCache = FxHashMap<(u32, u64, u64), u64>;
 pub struct Recorder {
     jvmti: Jvmti,
     slots: Slots,
+    answers: AnswerCaches,
     encoder: Encoder<WriterHandle>,
     handle: WriterHandle,
     writer: Mutex<Option<StoreWriter>>,
@@ -202,6 +203,8 @@ struct Slot {
     v: AtomicU64,
     last_v: AtomicU64,
     sample: AtomicU32,
+    /// Address of the owner's answer cache ([`AnswerCaches`]), 0 = none; a home slot's only.
+    answers: AtomicU64,
 }
 
 impl Slot {
@@ -270,6 +273,53 @@ impl Slots {
     fn contains(&self, s: *const Slot) -> bool {
         let base = self.base as usize;
         (base..base + self.count * SLOT_BYTES).contains(&(s as usize))
+    }
+}
+
+/// The threads' answer caches (agent/java/lucce/Runtime.java, memo): one per thread that owns
+/// its home slot, `entries` of 32 bytes each, mapped when a thread first needs one and handed
+/// from a thread that ends to the next that starts (its entries stay true: the memo's answers
+/// never change), so their number is the most threads alive at once. Never unmapped: a daemon
+/// thread may run instrumented code while the VM shuts down.
+struct AnswerCaches {
+    /// log2 of the entries; 0 = no caches (`answer_cache=0`).
+    bits: u32,
+    free: Mutex<Vec<usize>>,
+}
+
+impl AnswerCaches {
+    /// `entries`: 0 or a power of two from 2 (options.rs checks it).
+    fn new(entries: usize) -> AnswerCaches {
+        AnswerCaches { bits: if entries >= 2 { entries.trailing_zeros() } else { 0 }, free: Mutex::new(Vec::new()) }
+    }
+
+    /// A cache's address, or 0 (none: the thread's entries take the memo).
+    fn take(&self) -> usize {
+        if self.bits == 0 {
+            return 0;
+        }
+        if let Some(a) = lock(&self.free).pop() {
+            return a;
+        }
+        // SAFETY: a fresh anonymous mapping touches no existing memory; zero pages are empty
+        // entries (key 0).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                32 << self.bits,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED { 0 } else { p as usize }
+    }
+
+    fn give_back(&self, a: usize) {
+        if a != 0 {
+            lock(&self.free).push(a);
+        }
     }
 }
 
@@ -359,6 +409,7 @@ impl Recorder {
         Ok(Recorder {
             jvmti,
             slots: Slots::map(options.thread_slots)?,
+            answers: AnswerCaches::new(options.answer_cache),
             encoder,
             handle,
             writer: Mutex::new(Some(writer)),
@@ -971,6 +1022,7 @@ impl Recorder {
             }
             let home = self.slots.home(tid);
             let p: *const Slot = if tid > 0 && home.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                home.answers.store(self.answers.take() as u64, Ordering::Relaxed);
                 home
             } else {
                 let private = Box::new(Slot {
@@ -981,6 +1033,7 @@ impl Recorder {
                     v: AtomicU64::new(0),
                     last_v: AtomicU64::new(0),
                     sample: AtomicU32::new(0),
+                    answers: AtomicU64::new(0),
                 });
                 let p: *const Slot = &*private;
                 *t.private.borrow_mut() = Some(private);
@@ -1000,7 +1053,9 @@ impl Recorder {
             let p = t.slot.replace(std::ptr::null());
             if self.slots.contains(p) {
                 // SAFETY: a home slot: the mapping lives for the rest of the process.
-                unsafe { &*p }.tid.store(0, Ordering::Release);
+                let home = unsafe { &*p };
+                self.answers.give_back(home.answers.swap(0, Ordering::Relaxed) as usize);
+                home.tid.store(0, Ordering::Release);
             }
         });
     }
@@ -1036,6 +1091,7 @@ impl Recorder {
             slots: self.slots.base as usize,
             slot_mask: (self.slots.count - 1) as u64,
             sample: self.sample,
+            answer_bits: self.answers.bits as u64,
         }
     }
 }

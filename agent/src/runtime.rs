@@ -17,10 +17,11 @@ pub const API_CLASS_NAME: &CStr = c"lucce/Lucce";
 
 /// Header of the region, read once by `Runtime.<clinit>`: method limit, site limit, atomic flag,
 /// record flag, then (record mode) site cache base and capacity, callId limit, thread slots base
-/// and index mask, sample interval, bytes per cache bucket, anchor table base and buckets.
+/// and index mask, sample interval, bytes per cache bucket, anchor table base and buckets, index
+/// bits of the threads' answer caches.
 const HEADER_BYTES: usize = 128;
-/// The header word of the record flag; in record mode the site counters' memory holds the sites'
-/// inline caches instead (agent/java/lucce/Runtime.java, memo).
+/// The header word of the record flag; record mode counts nothing (the site counters' memory is
+/// left untouched).
 const RECORD_WORD: usize = 3;
 /// Reserved counters. Virtual address space only: the mapping is lazily committed, so a page is
 /// backed by memory only once a probe bumps a counter in it.
@@ -49,6 +50,8 @@ pub struct RecordTables {
     pub slots: usize,
     pub slot_mask: u64,
     pub sample: u64,
+    /// log2 of the entries of each thread's answer cache; 0 = none.
+    pub answer_bits: u64,
 }
 
 pub struct Counters {
@@ -101,6 +104,7 @@ impl Counters {
             slot_bytes,
             t.anchor_base as u64,
             t.anchor_buckets as u64,
+            t.answer_bits,
         ];
         for (i, v) in words.into_iter().enumerate() {
             self.slot(4 + i).store(v, Ordering::Relaxed);

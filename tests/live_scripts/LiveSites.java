@@ -2,7 +2,7 @@ import lucce.Lucce;
 
 /**
  * One call site shared by three callees and by caller contexts of several depths, run hot: after
- * the first thousand iterations its entries are answered by the site's inline cache or the
+ * the first thousand iterations its entries are answered by the thread's answer cache or the
  * encoder's memo (agent/java/lucce/Runtime.java, memo), which keep ⟨site, callee, caller
  * version⟩ apart. A mark now and then checks the context those answers built.
  */

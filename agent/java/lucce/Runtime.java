@@ -65,13 +65,12 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     /** Record mode, memo readable: {@link #enter} may take {@link #memo}. */
     private static final boolean FAST;
     /**
-     * Record mode: the sites' inline caches, at {@link #SITES} (record mode counts nothing
-     * there): one entry of {@link #IC_BYTES} per site id below {@link #IC_LIMIT}, {seq,
-     * key = v_in << 32 | callee + 1 (0 = empty), add, v_out}, a copy of the memo's last answer
-     * for that site (see {@link #memo}).
+     * Record mode: 64 minus the index bits of the threads' answer caches, or 0 when there are
+     * none. A thread's cache (its slot's word at offset 48; 0 = none) holds entries {key =
+     * site << 32 | callee + 1 (0 = empty), caller version, add, callee version}: answers of the
+     * memo that this thread took, by the whole caller version (see {@link #memo}).
      */
-    private static final long IC_LIMIT;
-    private static final long IC_BYTES = 32L;
+    private static final int TC_SHIFT;
 
     static {
         sun.misc.Unsafe u = null;
@@ -79,7 +78,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         boolean atomic = true;
         boolean record = false;
         long cache = 0L, cacheMask = 0L, anchors = 0L, anchorMask = -1L, limit = 0L, slots = 0L, slotMask = 0L, tid = -1L;
-        int sample = 0;
+        int sample = 0, tcBits = 0;
         try {
             long b = counters();
             if (b != 0L) {
@@ -96,6 +95,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
                 sample = (int) u.getLong(null, b + 72L);
                 anchors = u.getLong(null, b + 88L);
                 anchorMask = u.getLong(null, b + 96L) - 1L;
+                tcBits = (int) u.getLong(null, b + 104L);
                 if (u.getLong(null, b + 80L) != CACHE_SLOT) {
                     cacheMask = -1L; // another layout: every entry takes the agent's path
                     anchorMask = -1L;
@@ -132,7 +132,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         FAST = record && cacheMask >= 0L && tid >= 0L;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
-        IC_LIMIT = FAST ? (sites << 3) / IC_BYTES : 0L;
+        TC_SHIFT = FAST && tcBits > 0 && tcBits < 32 ? 64 - tcBits : 0;
         // Last: from here on the probes are live.
         SITE_LIMIT = sites;
         METHOD_LIMIT = methods;
@@ -147,7 +147,8 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * This thread's slot: its home slot when the thread owns it, else what the agent says (a
      * private slot, and the agent claims the home slot on a thread's first probe).
      * Slot layout: tid, pending site (int), pending valid (int), pending c, pending v, version of
-     * the last entry, sample countdown (int).
+     * the last entry, sample countdown (int), then at 48 the address of the thread's answer cache
+     * (see {@link #memo}).
      */
     private static long slot() {
         if (TID < 0L) {
@@ -225,12 +226,14 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * a writer inside, past the limit, an entry that is a sample) is {@link #enterRest}, which
      * repeats the lookup. With sampling, an answered entry counts down to the next sample.
      *
-     * The site's inline cache comes first: most sites call one callee from one caller version,
-     * and a site's entry lies next to those of the other sites of its method, where the memo's
-     * buckets are scattered by a hash (each a cache line of its own). A memo hit is copied into
-     * the site's entry. Exact like the memo: an answer for ⟨site, callee, v_in⟩ never changes
-     * (encoder/src/cache.rs), so a copy is as good as the original; a torn read fails the
-     * sequence check and falls through to the memo.
+     * The thread's answer cache comes first: a small hashed table, private to the thread, of the
+     * answers it took from the memo, keyed by ⟨site, callee⟩ and the caller's whole version, so
+     * that it answers anchored callers too. The memo's buckets are scattered over megabytes
+     * shared by all threads, each read under a sequence check; the thread's table stays in the
+     * core's cache and needs no check, since only its thread writes or reads it (a thread that
+     * ends hands its table back to the agent, which gives it to the next thread). Exact like the
+     * memo: an answer for ⟨site, callee, caller version⟩ never changes (encoder/src/cache.rs), so
+     * a copy is as good as the original.
      *
      * The memo is keyed by the caller's graph version g (the version, or an anchored one's low
      * half): an answer with v_out = g is a stay, which keeps the caller's own version, anchored
@@ -252,25 +255,19 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         }
         long v = U.getLong(null, s + 24L);
         long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
-        long callee = (methodId & 0xFFFFFFFFL) + 1L;
+        long key = site << 32 | ((methodId & 0xFFFFFFFFL) + 1L);
         long c = U.getLong(null, s + 16L);
-        // The inline cache serves callers of a plain version below 2^32 (then g = v), anchored
-        // ones not: each way of checking an anchored caller's answer there that was tried made
-        // every caller's hits slower (benches/java/CallBench.java, virtual loop: 22.4 → 27–28.5
-        // ns) and rhino no faster (README, performance, "Stop 27").
-        long ic = site < IC_LIMIT && v >>> 32 == 0L ? SITES + site * IC_BYTES : 0L;
-        if (ic != 0L) {
-            long seq = U.getLongVolatile(null, ic);
-            long k = U.getLong(null, ic + 8L);
-            long nc = c + U.getLong(null, ic + 16L);
-            long vOut = U.getLong(null, ic + 24L);
-            U.loadFence();
-            if (k == (v << 32 | callee) && (seq & 1L) == 0L && U.getLong(null, ic) == seq && nc >= c && nc < LIMIT) {
-                return answer(s, n, nc, vOut);
+        long t = TC_SHIFT != 0 ? U.getLong(null, s + 48L) : 0L;
+        if (t != 0L) {
+            t += (((key ^ ((v << 29) | (v >>> 35))) * 0x9E3779B97F4A7C15L) >>> TC_SHIFT) << 5;
+            if (U.getLong(null, t) == key && U.getLong(null, t + 8L) == v) {
+                long nc = c + U.getLong(null, t + 16L);
+                if (nc >= c && nc < LIMIT) {
+                    return answer(s, n, nc, U.getLong(null, t + 24L));
+                }
             }
         }
         long g = graphVersion(v);
-        long key = site << 32 | callee;
         long e = bucket(CACHE, CACHE_MASK, key, g);
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, g);
@@ -288,14 +285,12 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             // either, i.e. when r and v have the same sign.
             long r = vOut == g ? v : vOut;
             if ((r ^ v) >= 0L) {
-                if (ic != 0L) {
-                    fill(ic, g << 32 | callee, add, vOut); // g = v here
-                }
+                remember(t, key, v, add, r);
                 return answer(s, n, nc, r);
             }
         }
         // A miss goes to the agent, except an anchored caller's: its own links are kept apart.
-        return v < 0L ? anchoredLink(s, n, key, c, v, methodId) : enter0(methodId, s);
+        return v < 0L ? anchoredLink(s, n, t, key, c, v, methodId) : enter0(methodId, s);
     }
 
     /**
@@ -310,17 +305,19 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * {@link #memo} for an anchored caller ⟨c, v⟩ whose graph version answered no stay: the link
      * kept for its whole version, if any.
      */
-    private static long anchoredLink(long s, int n, long key, long c, long v, int methodId) {
+    private static long anchoredLink(long s, int n, long t, long key, long c, long v, int methodId) {
         long e = bucket(CACHE, CACHE_MASK, key, v);
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, v);
         if (w == 0L) {
             return enter0(methodId, s);
         }
-        long nc = c + U.getLong(null, w + 16L);
+        long add = U.getLong(null, w + 16L);
+        long nc = c + add;
         long vOut = U.getLong(null, w + 24L);
         U.loadFence();
         if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
+            remember(t, key, v, add, vOut);
             return answer(s, n, nc, vOut);
         }
         return enterRest(methodId);
@@ -337,19 +334,17 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     }
 
     /**
-     * Writes {key, add, v_out} into the inline cache entry at `ic`, unless another thread is
-     * writing it: a sequence lock taken by CAS (odd while inside), released by an ordered store
-     * after the fields, so that a reader that saw the same even sequence before and after its
-     * reads saw one writer's fields. A thread stopped inside (an asynchronous exception) leaves
-     * the sequence odd: that site loses its cache, nothing else.
+     * Copies the memo's answer ⟨add, r⟩ for ⟨key, caller version v⟩ into the thread's cache entry
+     * at `t` (none when 0). The key goes last, so that an entry left half written (an exception
+     * thrown into the thread in between) is an empty one.
      */
-    private static void fill(long ic, long key, long add, long vOut) {
-        long seq = U.getLong(null, ic);
-        if ((seq & 1L) == 0L && U.compareAndSwapLong(null, ic, seq, seq + 1L)) {
-            U.putLong(null, ic + 8L, key);
-            U.putLong(null, ic + 16L, add);
-            U.putLong(null, ic + 24L, vOut);
-            U.putOrderedLong(null, ic, seq + 2L);
+    private static void remember(long t, long key, long v, long add, long r) {
+        if (t != 0L) {
+            U.putLong(null, t, 0L);
+            U.putLong(null, t + 8L, v);
+            U.putLong(null, t + 16L, add);
+            U.putLong(null, t + 24L, r);
+            U.putLong(null, t, key);
         }
     }
 
