@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use lucce::demo::{self, DemoOptions};
 use lucce::open::open_store;
-use lucce::render::{DecodedEvent, JavaText, JsonLines, Outputter};
+use lucce::render::{DecodedEvent, JavaText, JsonLines, Named, Outputter};
 use lucce::verify::verify_store;
 use lucce_decoder::ContextDecoder;
 
@@ -203,10 +203,11 @@ fn cmd_java_demo(dir: &Path) -> anyhow::Result<ExitCode> {
         JavaText { max_frames: 8 }.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
     }
     if let Some((site, c, v)) = o.store.token(1)? {
-        let ev = lucce_log_format::EventRecord { thread: u32::MAX, kind: lucce_log_format::EventKind::Mark, site, c, v, label: Some("the context of token 1 (Lucce.context() in Order.created)".into()), truth: None };
+        // The first token the example took (Lucce.context() in Order.created), as `lucce decode
+        // STORE @1` prints it.
         let ctx = dec.decode(site, c, v)?;
         writeln!(out)?;
-        JavaText { max_frames: 8 }.event(&mut out, &dec, &DecodedEvent { seq: 0, event: &ev, thread: "-", ctx })?;
+        JavaText { max_frames: 8 }.named(&mut out, &dec, Named::Token(1), ctx)?;
     }
     writeln!(out, "\nstore: {0}\nmore: lucce events {0} --json · lucce decode {0} @2 · lucce cct {0} · lucce verify {0}", store.display())?;
     Ok(if report.mismatches.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -245,49 +246,36 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
     let mut out = stdout.lock();
     for id in ids {
         let parts: Vec<&str> = id.split(':').collect();
-        let (seq, ev) = match parts.as_slice() {
+        let named = match parts.as_slice() {
             [token] if token.starts_with('@') => {
                 let t: u64 = token[1..].parse().with_context(|| format!("{id:?}: a token is @ and a number"))?;
-                let Some((site, c, v)) = o.store.token(t)? else {
-                    bail!("no token {t} in {} (tokens are valid only for the store of the run that made them)", path.display())
-                };
-                let ev = lucce_log_format::EventRecord {
-                    thread: u32::MAX,
-                    kind: lucce_log_format::EventKind::Mark,
-                    site,
-                    c,
-                    v,
-                    label: Some(format!("token {t}")),
-                    truth: None,
-                };
-                (0, ev)
+                Named::Token(t)
             }
             [seq] => {
                 let seq: u64 = seq.parse().with_context(|| format!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"))?;
-                match o.store.events_range(seq..seq + 1).next() {
+                let (seq, ev) = match o.store.events_range(seq..seq + 1).next() {
                     Some(item) => item?,
                     None => bail!("no event #{seq} in {} (it has {})", path.display(), o.store.commit().events),
-                }
+                };
+                let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
+                let thread = o.thread_name(ev.thread);
+                fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
+                continue;
             }
             [site, c, v] => {
                 let num = |s: &str| s.parse::<u64>().with_context(|| format!("{id:?}: {s:?} is not a number"));
-                let ev = lucce_log_format::EventRecord {
-                    thread: u32::MAX,
-                    kind: lucce_log_format::EventKind::Mark,
-                    site: u32::try_from(num(site)?).context("site id too large")?,
-                    c: num(c)?,
-                    v: num(v)?,
-                    label: Some(format!("context {id}")),
-                    truth: None,
-                };
-                (0, ev)
+                Named::Raw { site: u32::try_from(num(site)?).context("site id too large")?, call_id: num(c)?, version: num(v)? }
             }
             _ => bail!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"),
         };
-        let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
-        // Tokens and raw contexts belong to no recorded thread.
-        let thread = if ev.thread == u32::MAX { "-".to_string() } else { o.thread_name(ev.thread) };
-        fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
+        let (site, c, v) = match named {
+            Named::Token(t) => o.store.token(t)?.with_context(|| {
+                format!("no token {t} in {} (tokens are valid only for the store of the run that made them)", path.display())
+            })?,
+            Named::Raw { site, call_id, version } => (site, call_id, version),
+        };
+        let ctx = dec.decode(site, c, v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
+        fmt.named(&mut out, &dec, named, ctx)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -781,6 +781,9 @@ fn decode_token(store: &Path, token: u64) -> (Vec<Frame>, bool) {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 1, "one JSON line per id: {}", out.stdout);
     let v: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+    // A token is no event: it names itself and has no sequence number or thread of its own.
+    assert_eq!(v["token"].as_u64(), Some(token), "a decoded token names itself: {v}");
+    assert!(v.get("seq").is_none() && v.get("thread").is_none(), "a token is not an event: {v}");
     (json_frames(&v["frames"]), v["truncated"].as_bool().expect("truncated"))
 }
 
