@@ -100,6 +100,10 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
     assert_clean_error(&["stats", &p("other")], "not a lucce store");
 
     small_store(Path::new(&p("s")));
+    // The folder `lucce record --out` fills with one store per JVM: the error names the stores.
+    let parent = dir.path().to_str().unwrap();
+    assert_clean_error(&["stats", parent], "holds the stores of 1 jvm run(s), one per process");
+    assert_clean_error(&["stats", parent], &p("s").to_lowercase());
     assert_clean_error(&["decode", &p("s"), "999999"], "no event #999999");
     assert_clean_error(&["decode", &p("s"), "5:0:1"], "does not decode");
     assert_clean_error(&["decode", &p("s"), "123456:0:1"], "unknown site");

@@ -64,6 +64,19 @@ impl TailReport {
     }
 }
 
+/// Whether `dir` has the files of a sled database (opening one would create them).
+fn has_database_files(dir: &Path) -> bool {
+    dir.join("conf").is_file() && dir.join("db").is_file()
+}
+
+/// The directories right below `dir` that have a store's database files, sorted.
+fn stores_below(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir() && has_database_files(p)).collect();
+    found.sort();
+    found
+}
+
 /// An open store, for reading.
 pub struct StoreReader {
     db: SledBackend,
@@ -87,8 +100,19 @@ impl StoreReader {
             return Err(not_a_store("empty directory"));
         }
         // Opening with sled would create a database where there is none: look first.
-        if !dir.join("conf").is_file() || !dir.join("db").is_file() {
-            return Err(not_a_store("no database files"));
+        if !has_database_files(dir) {
+            // `lucce record --out DIR` and `out=DIR/%p` give each JVM its own store below DIR.
+            let below = stores_below(dir);
+            if below.is_empty() {
+                return Err(not_a_store("no database files"));
+            }
+            let shown: Vec<String> = below.iter().take(5).map(|p| p.display().to_string()).collect();
+            let more = if below.len() > shown.len() { format!(" and {} more", below.len() - shown.len()) } else { String::new() };
+            return Err(not_a_store(&format!(
+                "it holds the stores of {} JVM run(s), one per process: {}{more}; pass one of them",
+                below.len(),
+                shown.join(", ")
+            )));
         }
         // Readers scan every block once; a larger page cache saves re-reading (and re-decompressing)
         // sled pages. It is an upper bound, filled only as pages are touched.
