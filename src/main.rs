@@ -215,6 +215,14 @@ fn cmd_java_demo(dir: &Path) -> anyhow::Result<ExitCode> {
 
 fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) -> anyhow::Result<ExitCode> {
     let o = open_store(path)?;
+    if o.store.commit().events == 0 {
+        // Not an error (the graph is still there for `lucce decode`), but an empty output alone
+        // would leave the user guessing.
+        eprintln!(
+            "lucce: note: {} has no events: the program made no lucce.Lucce.mark call and no method entry was sampled (with the agent option sample=N, every Nth entry of a thread is an event)",
+            path.display()
+        );
+    }
     let mut dec = ContextDecoder::new(&o.graph);
     let mut fmt: Box<dyn Outputter> = if json { Box::new(JsonLines) } else { Box::new(JavaText { max_frames }) };
     let end = limit.unwrap_or(u64::MAX);
