@@ -82,7 +82,10 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
         .collect();
     stores.sort();
     match stores.as_slice() {
-        [] => eprintln!("lucce: no JVM recorded anything into {} (did the command start java?)", out.display()),
+        [] => eprintln!(
+            "lucce: no JVM recorded anything into {}: the command started no JVM, or the agent refused its options (its message, if any, is above)",
+            out.display()
+        ),
         [one] => eprintln!("lucce: store {} (try `lucce events {}`)", one.display(), one.display()),
         many => {
             eprintln!("lucce: {} JVMs recorded, one store each:", many.len());
