@@ -246,6 +246,12 @@ fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) ->
     Ok(ExitCode::SUCCESS)
 }
 
+/// What an id given to `lucce decode` names: a recorded event, or a context that is none.
+enum Decodable {
+    Event(u64, lucce_log_format::EventRecord),
+    Named(Named),
+}
+
 fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let o = open_store(path)?;
     let mut dec = ContextDecoder::new(&o.graph);
@@ -254,10 +260,14 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
     let mut out = stdout.lock();
     for id in ids {
         let parts: Vec<&str> = id.split(':').collect();
-        let named = match parts.as_slice() {
+        // What the id names, and the context ⟨site, callId, version⟩ it stands for.
+        let (what, (site, c, v)) = match parts.as_slice() {
             [token] if token.starts_with('@') => {
                 let t: u64 = token[1..].parse().with_context(|| format!("{id:?}: a token is @ and a number"))?;
-                Named::Token(t)
+                let at = o.store.token(t)?.with_context(|| {
+                    format!("no token {t} in {} (tokens are valid only for the store of the run that made them)", path.display())
+                })?;
+                (Decodable::Named(Named::Token(t)), at)
             }
             [seq] => {
                 let seq: u64 = seq.parse().with_context(|| format!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"))?;
@@ -265,25 +275,24 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
                     Some(item) => item?,
                     None => bail!("no event #{seq} in {} (it has {})", path.display(), o.store.commit().events),
                 };
-                let ctx = dec.decode(ev.site, ev.c, ev.v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
-                let thread = o.thread_name(ev.thread);
-                fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?;
-                continue;
+                let at = (ev.site, ev.c, ev.v);
+                (Decodable::Event(seq, ev), at)
             }
             [site, c, v] => {
                 let num = |s: &str| s.parse::<u64>().with_context(|| format!("{id:?}: {s:?} is not a number"));
-                Named::Raw { site: u32::try_from(num(site)?).context("site id too large")?, call_id: num(c)?, version: num(v)? }
+                let (site, call_id, version) = (u32::try_from(num(site)?).context("site id too large")?, num(c)?, num(v)?);
+                (Decodable::Named(Named::Raw { site, call_id, version }), (site, call_id, version))
             }
             _ => bail!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"),
         };
-        let (site, c, v) = match named {
-            Named::Token(t) => o.store.token(t)?.with_context(|| {
-                format!("no token {t} in {} (tokens are valid only for the store of the run that made them)", path.display())
-            })?,
-            Named::Raw { site, call_id, version } => (site, call_id, version),
-        };
         let ctx = dec.decode(site, c, v).with_context(|| format!("{id} does not decode in {}", path.display()))?;
-        fmt.named(&mut out, &dec, named, ctx)?;
+        match what {
+            Decodable::Event(seq, ev) => {
+                let thread = o.thread_name(ev.thread);
+                fmt.event(&mut out, &dec, &DecodedEvent { seq, event: &ev, thread: &thread, ctx })?
+            }
+            Decodable::Named(named) => fmt.named(&mut out, &dec, named, ctx)?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -75,12 +75,7 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
         .env("JAVA_TOOL_OPTIONS", &tool_opts)
         .status()
         .with_context(|| format!("cannot run {:?}", a.command[0]))?;
-    let mut stores: Vec<PathBuf> = std::fs::read_dir(&out)
-        .with_context(|| format!("{}", out.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("conf").exists())
-        .collect();
-    stores.sort();
+    let stores = lucce_log_format::stores_below(&out);
     match stores.as_slice() {
         [] => eprintln!(
             "lucce: no JVM recorded anything into {}: the command started no JVM, or the agent refused its options (its message, if any, is above)",

@@ -20,7 +20,7 @@ mod writer;
 
 pub use backend::{Backend, SledBackend, Tree};
 pub use error::StoreError;
-pub use reader::{Commit, EventBlocks, EventBuf, EventIter, StoreReader, TailReport};
+pub use reader::{stores_below, Commit, EventBlocks, EventBuf, EventIter, StoreReader, TailReport};
 pub use records::{
     EventKind, EventRecord, GraphRecord, MethodRecord, SiteRecord, ThreadRecord, TruthFrame,
 };

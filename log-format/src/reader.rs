@@ -69,8 +69,9 @@ fn has_database_files(dir: &Path) -> bool {
     dir.join("conf").is_file() && dir.join("db").is_file()
 }
 
-/// The directories right below `dir` that have a store's database files, sorted.
-fn stores_below(dir: &Path) -> Vec<PathBuf> {
+/// The directories right below `dir` that have a store's database files, sorted: the stores
+/// that `out=DIR/%p` (and `lucce record --out DIR`) gives each JVM.
+pub fn stores_below(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut found: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir() && has_database_files(p)).collect();
     found.sort();
