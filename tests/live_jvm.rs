@@ -669,7 +669,7 @@ fn method_handle_calls_do_not_walk() {
 /// its hash, must tell them apart.
 #[test]
 fn hot_polymorphic_site() {
-    let (tmp, _) = Scenario::new("LiveSites").expect(&["tail-inc", "tail-dbl", "tail-neg"]).run();
+    let (tmp, _) = Scenario::new("LiveSites").expect(&["seg-end", "tail-inc", "tail-dbl", "tail-neg"]).run();
     let store = tmp.path().join("sampled");
     let out = run_java("LiveSites", &format!("out={},sample=97,verify=1,answer_cache=2,summary=off", store.display()), &[]);
     assert_eq!(out.code, Some(0), "LiveSites (sample=97) failed:\n{}", out.stderr);

@@ -86,7 +86,7 @@ impl Default for Options {
             retransform: true,
             counters: CounterMode::Plain,
             thread_slots: 1 << 16,
-            answer_cache: 1 << 12,
+            answer_cache: 1 << 16,
         }
     }
 }
@@ -317,6 +317,6 @@ mod tests {
             assert!(matches!(Options::parse(bad), Err(OptionsError::BadValue { .. })), "{bad}");
         }
         assert_eq!(Options::parse("answer_cache=0").unwrap().answer_cache, 0);
-        assert_eq!(Options::parse("").unwrap().answer_cache, 4096);
+        assert_eq!(Options::parse("").unwrap().answer_cache, 65536);
     }
 }

@@ -65,9 +65,30 @@ public class LiveSites {
         return op.apply(2, false);
     }
 
+    /**
+     * A plain caller and an anchored one with the same graph version g at one site: main's one
+     * call site gives every seg frame it enters the same version, and seg(1)'s inner frame is
+     * anchored at that version (nothing changes the graph in between), so its graph version is g
+     * too. Both call segEnd through a link, the plain frame's kept under g, the anchored frame's
+     * under its whole version; the plain one's answer, in the thread's answer cache under g
+     * after the second round, must not answer the anchored caller.
+     */
+    static int seg(int d) {
+        return d > 0 ? seg(d - 1) + 1 : segEnd(d);
+    }
+
+    static int segEnd(int d) {
+        Lucce.mark(T.here("seg-end"));
+        return d;
+    }
+
     public static void main(String[] args) {
+        int sum = 0;
+        for (int d : new int[] {1, 0, 0, 1, 0, 1, 0, 1}) {
+            sum += seg(d);
+        }
         Op[] ops = {new Inc(), new Dbl(), new Neg()};
-        int sum = once(ops[0]);
+        sum += once(ops[0]);
         sum += twice(ops[1]);
         sum += twice(ops[1]) * 3;
         for (int i = 0; i < 300_000; i++) {

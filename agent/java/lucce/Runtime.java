@@ -227,19 +227,22 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * repeats the lookup. With sampling, an answered entry counts down to the next sample.
      *
      * The thread's answer cache comes first: a small hashed table, private to the thread, of the
-     * answers it took from the memo, keyed by ⟨site, callee⟩ and the caller's whole version, so
-     * that it answers anchored callers too. The memo's buckets are scattered over megabytes
-     * shared by all threads, each read under a sequence check; the thread's table stays in the
-     * core's cache and needs no check, since only its thread writes or reads it (a thread that
-     * ends hands its table back to the agent, which gives it to the next thread). Exact like the
-     * memo: an answer for ⟨site, callee, caller version⟩ never changes (encoder/src/cache.rs), so
-     * a copy is as good as the original.
+     * answers it took from the memo, keyed like the memo (below) so that it answers anchored
+     * callers too. The memo's buckets are scattered over megabytes shared by all threads, each
+     * read under a sequence check; the thread's table stays in the core's cache and needs no
+     * check, since only its thread writes or reads it (a thread that ends hands its table back
+     * to the agent, which gives it to the next thread). Exact like the memo: an answer for
+     * ⟨site, callee, caller version⟩ never changes (encoder/src/cache.rs), so a copy is as good
+     * as the original.
      *
      * The memo is keyed by the caller's graph version g (the version, or an anchored one's low
      * half): an answer with v_out = g is a stay, which keeps the caller's own version, anchored
      * or not; any other answer is a link, which holds only for a caller whose version is g
      * itself. An anchored caller's own links are in the memo under its whole version
-     * ({@link #anchoredLink}; encoder/src/encoder.rs, "Versions", and enter_cached).
+     * ({@link #anchoredLink}; encoder/src/encoder.rs, "Versions", and enter_cached). The thread's
+     * table keeps both the same way: so every segment of a recursion (each has an anchored
+     * version of its own, with the same g) takes its stays from the one entry of g. Keyed by the
+     * whole version, the stays of antlr4's recursions missed the table at almost every entry.
      */
     @jdk.internal.vm.annotation.DontInline
     private static long memo(long s, int methodId) {
@@ -253,13 +256,43 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
                 return enterRest(methodId); // the agent records it
             }
         }
+        long tc = TC_SHIFT != 0 ? U.getLong(null, s + 48L) : 0L;
+        if (tc != 0L) {
+            long v = U.getLong(null, s + 24L);
+            long g = graphVersion(v);
+            long key = siteKey(s, methodId);
+            long t = tc + entry(key, g);
+            if (U.getLong(null, t) == key && U.getLong(null, t + 8L) == g) {
+                long c = U.getLong(null, s + 16L);
+                long nc = c + U.getLong(null, t + 16L);
+                long vOut = U.getLong(null, t + 24L);
+                // The callee's version if the answer holds for this caller: a stay (v_out = g)
+                // keeps v; a link's v_out (never anchored) holds only for a caller that is not
+                // anchored either, i.e. when r and v have the same sign.
+                long r = vOut == g ? v : vOut;
+                // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
+                if ((r ^ v) >= 0L && nc >= c && nc < LIMIT) {
+                    return answer(s, n, nc, r);
+                }
+            }
+        }
+        return memoMiss(s, n, tc, methodId);
+    }
+
+    /**
+     * {@link #memo} past the thread's table (`tc`, 0 when none): an anchored caller's own link in
+     * the table, then the memo. Not inlined, so that C2 keeps the values it needs out of memo's
+     * hit path, which ran about 7% slower over whole programs when the two were one method
+     * (registers spilled before the table's lookup).
+     */
+    @jdk.internal.vm.annotation.DontInline
+    private static long memoMiss(long s, int n, long tc, int methodId) {
         long v = U.getLong(null, s + 24L);
-        long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
-        long key = site << 32 | ((methodId & 0xFFFFFFFFL) + 1L);
         long c = U.getLong(null, s + 16L);
-        long t = TC_SHIFT != 0 ? U.getLong(null, s + 48L) : 0L;
-        if (t != 0L) {
-            t += (((key ^ ((v << 29) | (v >>> 35))) * 0x9E3779B97F4A7C15L) >>> TC_SHIFT) << 5;
+        long g = graphVersion(v);
+        long key = siteKey(s, methodId);
+        if (v < 0L && tc != 0L) {
+            long t = tc + entry(key, v);
             if (U.getLong(null, t) == key && U.getLong(null, t + 8L) == v) {
                 long nc = c + U.getLong(null, t + 16L);
                 if (nc >= c && nc < LIMIT) {
@@ -267,7 +300,6 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
                 }
             }
         }
-        long g = graphVersion(v);
         long e = bucket(CACHE, CACHE_MASK, key, g);
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, g);
@@ -276,21 +308,22 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             long nc = c + add;
             long vOut = U.getLong(null, w + 24L);
             U.loadFence();
-            // nc < c: the sum wrapped (then, as at LIMIT, enterRest finds the anchor).
             if ((seq & 1L) != 0L || U.getLong(null, e) != seq || nc < c || nc >= LIMIT) {
                 return enterRest(methodId);
             }
-            // The callee's version if the answer holds for this caller: a stay (v_out = g) keeps
-            // v; a link's v_out (never anchored) holds only for a caller that is not anchored
-            // either, i.e. when r and v have the same sign.
+            remember(tc, key, g, add, vOut);
             long r = vOut == g ? v : vOut;
             if ((r ^ v) >= 0L) {
-                remember(t, key, v, add, r);
                 return answer(s, n, nc, r);
             }
         }
         // A miss goes to the agent, except an anchored caller's: its own links are kept apart.
-        return v < 0L ? anchoredLink(s, n, t, key, c, v, methodId) : enter0(methodId, s);
+        return v < 0L ? anchoredLink(s, n, tc, key, c, v, methodId) : enter0(methodId, s);
+    }
+
+    /** The memo's key of slot `s`'s pending site and callee `methodId`. */
+    private static long siteKey(long s, int methodId) {
+        return (U.getInt(null, s + 8L) & 0xFFFFFFFFL) << 32 | ((methodId & 0xFFFFFFFFL) + 1L);
     }
 
     /**
@@ -302,10 +335,10 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     }
 
     /**
-     * {@link #memo} for an anchored caller ⟨c, v⟩ whose graph version answered no stay: the link
-     * kept for its whole version, if any.
+     * {@link #memoMiss} for an anchored caller ⟨c, v⟩ whose graph version answered no stay: the
+     * link the memo keeps for its whole version, if any.
      */
-    private static long anchoredLink(long s, int n, long t, long key, long c, long v, int methodId) {
+    private static long anchoredLink(long s, int n, long tc, long key, long c, long v, int methodId) {
         long e = bucket(CACHE, CACHE_MASK, key, v);
         long seq = U.getLongVolatile(null, e);
         long w = way(e, key, v);
@@ -317,10 +350,15 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         long vOut = U.getLong(null, w + 24L);
         U.loadFence();
         if ((seq & 1L) == 0L && U.getLong(null, e) == seq && nc >= c && nc < LIMIT) {
-            remember(t, key, v, add, vOut);
+            remember(tc, key, v, add, vOut);
             return answer(s, n, nc, vOut);
         }
         return enterRest(methodId);
+    }
+
+    /** Offset of the entry of ⟨key, caller version x⟩ in a thread's answer table. */
+    private static long entry(long key, long x) {
+        return (((key ^ ((x << 29) | (x >>> 35))) * 0x9E3779B97F4A7C15L) >>> TC_SHIFT) << 5;
     }
 
     /** Consumes slot `s`'s pending record for an entry answered ⟨nc, vOut⟩; `n`: the sample count. */
@@ -334,16 +372,18 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     }
 
     /**
-     * Copies the memo's answer ⟨add, r⟩ for ⟨key, caller version v⟩ into the thread's cache entry
-     * at `t` (none when 0). The key goes last, so that an entry left half written (an exception
-     * thrown into the thread in between) is an empty one.
+     * Copies the memo's entry ⟨add, v_out⟩ for ⟨key, version x⟩ (its key version: g, or an
+     * anchored caller's whole version) into its entry in the thread's table `tc` (none when 0).
+     * The key goes last, so that an entry left half written (an exception thrown into the
+     * thread in between) is an empty one.
      */
-    private static void remember(long t, long key, long v, long add, long r) {
-        if (t != 0L) {
+    private static void remember(long tc, long key, long x, long add, long vOut) {
+        if (tc != 0L) {
+            long t = tc + entry(key, x);
             U.putLong(null, t, 0L);
-            U.putLong(null, t + 8L, v);
+            U.putLong(null, t + 8L, x);
             U.putLong(null, t + 16L, add);
-            U.putLong(null, t + 24L, r);
+            U.putLong(null, t + 24L, vOut);
             U.putLong(null, t, key);
         }
     }
