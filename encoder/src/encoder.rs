@@ -174,7 +174,7 @@ pub struct EncoderStats {
 
 struct Node {
     /// Every numCC value with the version that set it (ascending; the last is the current one,
-    /// also in `State::numcc`): a callee stays in its caller's version only if the widths of that
+    /// also in `State::widths`): a callee stays in its caller's version only if the widths of that
     /// version allow it (see "Versions").
     numcc_history: Vec<(u64, u64)>,
     /// False for ids skipped over by [`Encoder::define_method`].
