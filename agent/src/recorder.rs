@@ -301,12 +301,12 @@ impl AnswerCaches {
         if let Some(a) = lock(&self.free).pop() {
             return a;
         }
-        // A table of 2 MiB or more goes on transparent huge pages where the kernel allows them
-        // (`madvise` mode, as on Debian), aligned to one: its entries are scattered by a hash,
-        // and on 4 KiB pages a lookup missed the TLB about as often as the table itself
-        // (lucene_index, ant and lucene_search ran 3-10% slower with tables of 2 MiB than of
-        // 128 KiB; with huge pages as fast or faster). So the mapping is one huge page longer
-        // than the table; the slack is never touched, hence never committed.
+        // A table of 2 MiB or more goes on a transparent huge page where the kernel allows it
+        // (`madvise` mode, as on Debian), aligned to one: its entries are scattered by a hash
+        // over 512 small pages, presumably a TLB miss at most lookups (lucene_index, ant and
+        // lucene_search ran 3-10% slower with tables of 2 MiB than of 128 KiB; on a huge page
+        // about as fast, docs/agent.md). So the mapping is one huge page longer than the table;
+        // the slack is never touched, hence never committed.
         const HUGE: usize = 2 << 20;
         let len = 32usize << self.bits;
         let align = if len >= HUGE { HUGE } else { 1 };

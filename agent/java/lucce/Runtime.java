@@ -411,11 +411,10 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         if (RECORD) {
             long s = slot();
             if (s != 0L && U.getInt(null, s + 12L) != 0) {
-                long site = U.getInt(null, s + 8L) & 0xFFFFFFFFL;
                 if (CACHE_MASK >= 0L && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
                     long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
                     long g = graphVersion(v);
-                    long key = (site << 32) | ((methodId & 0xFFFFFFFFL) + 1L);
+                    long key = siteKey(s, methodId);
                     long e = bucket(CACHE, CACHE_MASK, key, g);
                     long seq = U.getLongVolatile(null, e);
                     long w = way(e, key, g);
