@@ -134,7 +134,7 @@ impl Registry {
     /// A registrar for one class rewrite; call [`ClassRegistrar::publish`] when it succeeded.
     pub fn registrar(&self) -> ClassRegistrar<'_> {
         let bufs = REGISTRAR_BUFFERS.with(|c| c.take()).unwrap_or_default();
-        ClassRegistrar { reg: self, bufs, hidden_class: false }
+        ClassRegistrar { reg: self, bufs, hidden_class: false, reserved: 0..0 }
     }
 
     /// [`Registry::registrar`] for a hidden class (see `ClassRegistrar::hidden_class`).
@@ -168,6 +168,8 @@ pub struct ClassRegistrar<'a> {
     /// Registering a hidden class: every method is flagged as a frame the JVM leaves out of
     /// stack traces (HotSpot marks all methods of a hidden class hidden).
     hidden_class: bool,
+    /// Site ids taken by [`SiteRegistry::reserve_sites`] and not yet handed out.
+    reserved: std::ops::Range<u32>,
 }
 
 /// A method until its class is published: spans of the registrar's text.
@@ -314,8 +316,17 @@ impl SiteRegistry for ClassRegistrar<'_> {
         id
     }
 
+    fn reserve_sites(&mut self, n: u32) {
+        let first = self.reg.next_site.fetch_add(n, Ordering::Relaxed);
+        self.reserved = first..first + n;
+    }
+
     fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
-        let id = self.reg.next_site.fetch_add(1, Ordering::Relaxed);
+        // One atomic add per method, not per site (a locked instruction each).
+        let id = match self.reserved.next() {
+            Some(id) => id,
+            None => self.reg.next_site.fetch_add(1, Ordering::Relaxed),
+        };
         let kind = match site.kind {
             SiteKind::Call => SiteKindTag::Call,
             SiteKind::Alloc => SiteKindTag::Alloc,

@@ -121,6 +121,13 @@ impl Frames<'_> {
 
 impl<'a> Frames<'a> {
     /// Fills `initial` from the method descriptor.
+    /// No frames and no initial frame (a method without a StackMapTable).
+    pub fn clear(&mut self) {
+        self.pool.clear();
+        self.frames.clear();
+        self.initial = 0..0;
+    }
+
     pub fn set_initial(
         &mut self,
         desc: &'a [u8],

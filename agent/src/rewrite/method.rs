@@ -263,14 +263,22 @@ pub(crate) fn rewrite_method<'a>(
     // carry a stale table the JVM ignores; it is dropped rather than rewritten.
     let needs_frames = cx.major >= 50;
     let frames = &mut s.frames;
-    frames.set_initial(
-        m.desc_bytes,
-        m.access & super::ACC_STATIC != 0,
-        m.name == "<init>",
-        cx.this_is_object,
-        cx.this_class,
-    )?;
-    if needs_frames {
+    // The initial frame (from the descriptor) only matters to a method that has or may gain
+    // frames: most methods have none, and this is set again below if a branch widens.
+    let set_initial = |frames: &mut Frames<'a>| {
+        frames.set_initial(
+            m.desc_bytes,
+            m.access & super::ACC_STATIC != 0,
+            m.name == "<init>",
+            cx.this_is_object,
+            cx.this_class,
+        )
+    };
+    frames.clear();
+    let mut initial_set = false;
+    if needs_frames && smt_name.is_some() {
+        set_initial(frames)?;
+        initial_set = true;
         for (_, i, k) in sub.iter() {
             if *k == ATTR_SMT {
                 frames.decode(info.get(i.clone()).ok_or(trunc.clone())?, d)?;
@@ -330,6 +338,10 @@ pub(crate) fn rewrite_method<'a>(
         }
         lay.compute(d, probes::entry_len(worst, locals))?;
         if needs_frames && lay.any_wide {
+            if !initial_set {
+                set_initial(frames)?;
+                initial_set = true;
+            }
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
         }
     }
@@ -350,6 +362,7 @@ pub(crate) fn rewrite_method<'a>(
     // Sites come in increasing bci order, so the line lookup only moves forward.
     let mut lp = 0;
     let site_tail_len = probes::site_tail_len(locals);
+    reg.reserve_sites(d.nprobes);
     for (i, ins) in d.insns.iter_mut().enumerate() {
         let kind = match ins.probe {
             Probe::None => continue,
@@ -378,6 +391,9 @@ pub(crate) fn rewrite_method<'a>(
     let planned_len = if may_widen {
         lay.compute(d, probes::entry_len(method_push, locals))?;
         if needs_frames && lay.any_wide {
+            if !initial_set {
+                set_initial(frames)?;
+            }
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
         }
         Some(lay.code_len)

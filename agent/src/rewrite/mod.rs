@@ -73,6 +73,10 @@ pub trait SiteRegistry {
     fn method(&mut self, m: &MethodInfo<'_>) -> u32;
     /// A dense id for a call or allocation site of `method_id`.
     fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32;
+    /// Announces that the next `n` calls of [`SiteRegistry::site`] follow now (one per probe of
+    /// the method just given an id), so that a registry shared by threads can take their ids in
+    /// one step.
+    fn reserve_sites(&mut self, _n: u32) {}
     /// Whether allocations get probes (record mode has no use for them yet; without them more
     /// methods are leaves).
     fn alloc_sites(&self) -> bool {

@@ -6,11 +6,17 @@ use rustc_hash::FxHashMap;
 use super::classfile::{ConstPool, CpAppender};
 use super::probes::{RuntimeMethod, RuntimeRefs, RUNTIME_CLASS};
 
+/// Names [`PoolEdit::class`] looks up by scanning the pool before it indexes every Class entry.
+const SCANS_BEFORE_INDEX: usize = 8;
+
 pub(crate) struct PoolEdit<'a> {
     pub cp: ConstPool<'a>,
     pub app: CpAppender,
-    /// Class entries by name, built on first need (most classes never need it: the runtime
-    /// class, which every rewritten class needs, is looked up without it).
+    /// Class entries by name looked up so far (found or appended), while there are few: a scan
+    /// of the pool for each costs less than indexing every Class entry, which most classes
+    /// never need.
+    known: Vec<(&'a [u8], u16)>,
+    /// All Class entries by name, built once `known` holds [`SCANS_BEFORE_INDEX`] names.
     classes: Option<FxHashMap<&'a [u8], u16>>,
     /// The Class entry of the runtime class, once looked up or appended.
     runtime_class: Option<u16>,
@@ -27,6 +33,7 @@ impl<'a> PoolEdit<'a> {
         PoolEdit {
             cp,
             app,
+            known: Vec::new(),
             classes: None,
             runtime_class: None,
             synthesized: FxHashMap::default(),
@@ -37,13 +44,15 @@ impl<'a> PoolEdit<'a> {
 
     /// A Class entry for `name` (an internal name or array descriptor), appended if missing.
     pub fn class(&mut self, name: &'a [u8]) -> u16 {
-        let map = Self::class_map(&mut self.classes, &self.cp, self.runtime_class);
-        if let Some(&i) = map.get(name) {
+        if name == RUNTIME_CLASS.as_bytes() {
+            return self.runtime_class();
+        }
+        if let Some(i) = self.find_class(name) {
             return i;
         }
         let u = self.app.utf8(name);
         let c = self.app.class(u);
-        map.insert(name, c);
+        self.remember(name, c);
         c
     }
 
@@ -59,33 +68,51 @@ impl<'a> PoolEdit<'a> {
             name.extend_from_slice(c);
             name.push(b';');
         }
-        if let Some(&i) = Self::class_map(&mut self.classes, &self.cp, self.runtime_class).get(name.as_slice()) {
-            return Some(i);
-        }
         if let Some(&i) = self.synthesized.get(&name) {
             return Some(i);
         }
-        let u = self.app.utf8(&name);
-        let i = self.app.class(u);
+        let i = match self.find_class(&name) {
+            Some(i) => i,
+            None => {
+                let u = self.app.utf8(&name);
+                self.app.class(u)
+            }
+        };
         self.synthesized.insert(name, i);
         Some(i)
     }
 
-    /// The index of Class entries by name, built now if not yet (with the runtime class if that
-    /// was appended before); takes the fields it needs, so that the appender stays free.
-    fn class_map<'m>(
-        classes: &'m mut Option<FxHashMap<&'a [u8], u16>>,
-        cp: &ConstPool<'a>,
-        runtime_class: Option<u16>,
-    ) -> &'m mut FxHashMap<&'a [u8], u16> {
-        classes.get_or_insert_with(|| {
-            let mut map = cp.class_index();
-            if let Some(c) = runtime_class {
-                // A no-op when the pool had it: the index maps it to the same first entry.
-                map.entry(RUNTIME_CLASS.as_bytes()).or_insert(c);
+    /// The first Class entry named `name` in the pool, or the one appended for it.
+    fn find_class(&mut self, name: &[u8]) -> Option<u16> {
+        if self.classes.is_none() {
+            if let Some(&(_, i)) = self.known.iter().find(|&&(n, _)| n == name) {
+                return Some(i);
             }
-            map
-        })
+            if self.known.len() < SCANS_BEFORE_INDEX {
+                let i = self.cp.find_class(name)?;
+                // Safe to keep: the scan found it in the class bytes, which live for 'a.
+                let name = self.cp.class_name(i)?;
+                self.known.push((name, i));
+                return Some(i);
+            }
+            let mut map = self.cp.class_index();
+            // The appended ones (the found ones map to the same first entry already).
+            for &(n, i) in &self.known {
+                map.entry(n).or_insert(i);
+            }
+            self.classes = Some(map);
+        }
+        self.classes.as_ref()?.get(name).copied()
+    }
+
+    /// Records Class entry `c`, appended for `name`.
+    fn remember(&mut self, name: &'a [u8], c: u16) {
+        match &mut self.classes {
+            Some(map) => {
+                map.insert(name, c);
+            }
+            None => self.known.push((name, c)),
+        }
     }
 
     /// [`PoolEdit::class`] of the runtime class, without indexing every Class entry: a scan
@@ -95,9 +122,6 @@ impl<'a> PoolEdit<'a> {
             return c;
         }
         let name = RUNTIME_CLASS.as_bytes();
-        if self.classes.is_some() {
-            return self.class(name);
-        }
         let found = if self.cp.has_runtime_name { self.cp.find_class(name) } else { None };
         let c = match found {
             Some(c) => c,
