@@ -189,7 +189,14 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         if (FAST) {
             return memo(home(), methodId);
         }
-        return enterRest(methodId);
+        // Counting mode does not go through enterRest: that is too big for C2 to inline, and a
+        // call per entry cost ant's counting run half its time.
+        return RECORD ? enterRest(methodId) : countEntry(methodId);
+    }
+
+    private static long countEntry(int methodId) {
+        count(ENTRIES, METHOD_LIMIT, methodId);
+        return 0L;
     }
 
     /**
@@ -203,6 +210,10 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * an entry like any other. Counting mode counts it.
      */
     public static int leaf(int methodId) {
+        if (!RECORD) {
+            countEntry(methodId);
+            return methodId;
+        }
         if (FAST && SAMPLE == 0) {
             U.putInt(null, home() + 12L, 0);
             return methodId;
@@ -406,48 +417,44 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         return base + ((((key ^ ((x << 29) | (x >>> 35))) * 0x9E3779B97F4A7C15L) >>> 32) & mask) * CACHE_SLOT;
     }
 
-    /** The rest of {@link #enter}: sampling, segments (anchors), misses, and counting mode. */
+    /** The rest of {@link #enter} in record mode: sampling, segments (anchors), misses. */
     private static long enterRest(int methodId) {
-        if (RECORD) {
-            long s = slot();
-            if (s != 0L && U.getInt(null, s + 12L) != 0) {
-                if (CACHE_MASK >= 0L && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
-                    long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
-                    long g = graphVersion(v);
-                    long key = siteKey(s, methodId);
-                    long e = bucket(CACHE, CACHE_MASK, key, g);
-                    long seq = U.getLongVolatile(null, e);
-                    long w = way(e, key, g);
-                    long add = w != 0L ? U.getLong(null, w + 16L) : -1L;
-                    long vOut = w != 0L ? U.getLong(null, w + 24L) : 0L;
-                    U.loadFence();
-                    if ((seq & 1L) == 0L && add >= 0L && U.getLong(null, e) == seq) {
-                        long nc = c + add;
-                        if (nc < c || nc >= LIMIT) {
-                            // Past the limit: the anchor this caller context got before, if any
-                            // (its key is the whole caller context, so any answer may lead there).
-                            vOut = anchored(key, c, v);
-                            nc = 0L;
-                        } else if (vOut == g) {
-                            vOut = v; // a stay
-                        } else if (v != g) {
-                            vOut = 0L; // a link, and not this anchored caller's
+        long s = slot();
+        if (s != 0L && U.getInt(null, s + 12L) != 0) {
+            if (CACHE_MASK >= 0L && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
+                long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
+                long g = graphVersion(v);
+                long key = siteKey(s, methodId);
+                long e = bucket(CACHE, CACHE_MASK, key, g);
+                long seq = U.getLongVolatile(null, e);
+                long w = way(e, key, g);
+                long add = w != 0L ? U.getLong(null, w + 16L) : -1L;
+                long vOut = w != 0L ? U.getLong(null, w + 24L) : 0L;
+                U.loadFence();
+                if ((seq & 1L) == 0L && add >= 0L && U.getLong(null, e) == seq) {
+                    long nc = c + add;
+                    if (nc < c || nc >= LIMIT) {
+                        // Past the limit: the anchor this caller context got before, if any
+                        // (its key is the whole caller context, so any answer may lead there).
+                        vOut = anchored(key, c, v);
+                        nc = 0L;
+                    } else if (vOut == g) {
+                        vOut = v; // a stay
+                    } else if (v != g) {
+                        vOut = 0L; // a link, and not this anchored caller's
+                    }
+                    if (vOut != 0L) {
+                        U.putInt(null, s + 12L, 0);
+                        U.putLong(null, s + 32L, vOut);
+                        if (SAMPLE != 0) {
+                            U.putInt(null, s + 40L, U.getInt(null, s + 40L) + 1);
                         }
-                        if (vOut != 0L) {
-                            U.putInt(null, s + 12L, 0);
-                            U.putLong(null, s + 32L, vOut);
-                            if (SAMPLE != 0) {
-                                U.putInt(null, s + 40L, U.getInt(null, s + 40L) + 1);
-                            }
-                            return nc;
-                        }
+                        return nc;
                     }
                 }
             }
-            return enter0(methodId, s);
         }
-        count(ENTRIES, METHOD_LIMIT, methodId);
-        return 0L;
+        return enter0(methodId, s);
     }
 
     /**
