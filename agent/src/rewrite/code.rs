@@ -467,7 +467,12 @@ impl Layout {
     /// New position of the instruction boundary at old offset `off` (or of the code end).
     #[inline]
     pub fn pos(&self, d: &Decoded, off: u32) -> Option<u32> {
-        let i = d.index(off)?;
+        self.pos_in(d, d.index(off)?, off)
+    }
+
+    /// [`Layout::pos`] given `i = d.index(off)`.
+    #[inline]
+    pub fn pos_in(&self, d: &Decoded, i: usize, off: u32) -> Option<u32> {
         let seg_off = d.insns.get(i).map_or(d.code_len, |s| s.off);
         // Inside a run the distance to the run's start is unchanged.
         Some(self.start.get(i)? + (off - seg_off))

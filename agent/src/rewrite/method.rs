@@ -629,11 +629,11 @@ fn add_widening_frames<'a>(
 /// instruction containing it; the code end to the new code end.
 #[inline]
 fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
-    let b = match d.index(pc) {
-        Some(_) => pc,
-        None => d.containing(pc).ok_or(bad_table("offset"))?,
+    let at = match d.index(pc) {
+        Some(i) => lay.pos_in(d, i, pc),
+        None => lay.pos(d, d.containing(pc).ok_or(bad_table("offset"))?),
     };
-    lay.pos(d, b).ok_or(bad_table("offset"))
+    at.ok_or(bad_table("offset"))
 }
 
 #[inline]
