@@ -120,7 +120,6 @@ impl Frames<'_> {
 }
 
 impl<'a> Frames<'a> {
-    /// Fills `initial` from the method descriptor.
     /// No frames and no initial frame (a method without a StackMapTable).
     pub fn clear(&mut self) {
         self.pool.clear();
@@ -128,6 +127,7 @@ impl<'a> Frames<'a> {
         self.initial = 0..0;
     }
 
+    /// Fills `initial` from the method descriptor.
     pub fn set_initial(
         &mut self,
         desc: &'a [u8],

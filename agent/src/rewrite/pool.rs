@@ -90,7 +90,7 @@ impl<'a> PoolEdit<'a> {
             }
             if self.known.len() < SCANS_BEFORE_INDEX {
                 let i = self.cp.find_class(name)?;
-                // Safe to keep: the scan found it in the class bytes, which live for 'a.
+                // Kept as the pool's own bytes, which live for 'a (`name` may not).
                 let name = self.cp.class_name(i)?;
                 self.known.push((name, i));
                 return Some(i);
