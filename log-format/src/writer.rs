@@ -129,11 +129,11 @@ const GRAPH_BATCH: usize = 512;
 /// The channel to the writer, and the graph records not sent yet. A graph record comes under
 /// the encoder's lock, one at a time and for most entries that take the lock (javac logs 34M
 /// anchors): with one channel message each, javac's writer thread had 24% of the run's CPU
-/// samples, a third of them receiving and waking up (14% once batched). So they wait here, in order, and every other message first sends
-/// them: whatever a producer sends after it has seen a graph version (an event, a token, a
-/// flush, the close) reaches the writer after that version's record, as with one message each.
-/// At most `GRAPH_BATCH - 1` records wait, and only while nothing else is sent (the close sends
-/// them too).
+/// samples, a third of them receiving and waking up (14% once batched). So they wait here, in
+/// order, and every other message first sends them: whatever a producer sends after it has seen
+/// a graph version (an event, a token, a flush, the close) reaches the writer after that
+/// version's record, as with one message each. At most `GRAPH_BATCH - 1` records wait, and only
+/// while nothing else is sent (the close sends them too).
 struct Outbox {
     tx: Sender<Msg>,
     graph: Mutex<Vec<GraphRecord>>,
@@ -559,15 +559,21 @@ mod tests {
     use super::*;
     use crate::records::EventKind;
 
+    /// A writer creating the store `s` in a new temporary directory (kept alive by the caller).
+    fn new_store(opts: WriterOptions) -> (tempfile::TempDir, PathBuf, StoreWriter) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let writer = StoreWriter::create(&path, opts).unwrap();
+        (dir, path, writer)
+    }
+
     #[test]
     fn producers_wait_for_the_writer_past_the_backlog_limit_and_nothing_is_lost() {
         const PRODUCERS: u64 = 4;
         const BATCHES: u64 = 2_000;
         const BATCH: u64 = 8;
         const LIMIT: u64 = 64;
-        let dir = tempfile::tempdir().unwrap();
-        let opts = WriterOptions { max_queued_events: LIMIT, ..WriterOptions::default() };
-        let writer = StoreWriter::create(&dir.path().join("s"), opts).unwrap();
+        let (_dir, _, writer) = new_store(WriterOptions { max_queued_events: LIMIT, ..WriterOptions::default() });
         std::thread::scope(|s| {
             for t in 0..PRODUCERS {
                 let h = writer.handle();
@@ -588,9 +594,7 @@ mod tests {
 
     #[test]
     fn methods_may_arrive_out_of_order_and_are_stored_in_id_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s");
-        let writer = StoreWriter::create(&path, WriterOptions::default()).unwrap();
+        let (_dir, path, writer) = new_store(WriterOptions::default());
         let h = writer.handle();
         let meta = |name: &str| MethodMeta { class: "T".into(), name: name.into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
         for id in [2u32, 0, 3, 1] {
@@ -605,11 +609,8 @@ mod tests {
     fn reopening_after_commits_loses_nothing() {
         const COMMITS: u64 = 20;
         const PER_COMMIT: u64 = 50;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s");
         // Reopens after every commit that wrote anything; blocks of 16 so that most are full.
-        let opts = WriterOptions { block_records: 16, reopen_after_bytes: 1, ..WriterOptions::default() };
-        let writer = StoreWriter::create(&path, opts).unwrap();
+        let (_dir, path, writer) = new_store(WriterOptions { block_records: 16, reopen_after_bytes: 1, ..WriterOptions::default() });
         let h = writer.handle();
         let event = |i: u64| EventRecord { thread: 0, kind: EventKind::Mark, site: i as u32, c: i, v: 1, label: Some(format!("e{i}")), truth: None };
         for k in 0..COMMITS {
@@ -624,9 +625,7 @@ mod tests {
 
     #[test]
     fn graph_records_are_stored_in_version_order_with_the_ones_still_waiting_at_close() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s");
-        let writer = StoreWriter::create(&path, WriterOptions::default()).unwrap();
+        let (_dir, path, writer) = new_store(WriterOptions::default());
         let h = writer.handle();
         // Two whole batches and a part that is still in the outbox when the writer closes.
         let n = 2 * GRAPH_BATCH as u64 + 5;
@@ -640,8 +639,7 @@ mod tests {
 
     #[test]
     fn a_gap_that_never_closes_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let writer = StoreWriter::create(&dir.path().join("s"), WriterOptions::default()).unwrap();
+        let (_dir, _, writer) = new_store(WriterOptions::default());
         let meta = MethodMeta { class: "T".into(), name: "m".into(), descriptor: "()V".into(), source_file: None, access_flags: 0 };
         writer.handle().method(MethodId(1), &meta);
         let err = writer.close().unwrap_err().to_string();
