@@ -115,7 +115,7 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
 
     // Another format version.
     {
-        let db = sled::Config::new().path(p("s")).use_compression(true).open().unwrap();
+        let db = sled::Config::new().path(p("s")).open().unwrap();
         db.open_tree("header").unwrap().insert("format", &99u32.to_be_bytes()).unwrap();
         db.flush().unwrap();
     }

@@ -113,8 +113,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl SledBackend {
     /// Opens (or creates) the database in `dir` with a cache of `cache_bytes`. Stores of
-    /// format 2 and later compress their pages (zstd); format 1 did not, and sled will not open
-    /// a database with the other setting.
+    /// formats 2 to 4 compress their pages (zstd); formats 1 and 5 do not, and sled will not
+    /// open a database with the other setting.
     pub fn open(dir: &Path, cache_bytes: u64, compressed: bool) -> Result<SledBackend, StoreError> {
         let handle = Self::open_handle(dir, cache_bytes, compressed)?;
         Ok(SledBackend {

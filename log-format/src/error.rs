@@ -9,8 +9,8 @@ pub enum StoreError {
     NotAStore { path: PathBuf, why: String },
     #[error("{path}: already exists; a store is written once, choose a new directory")]
     AlreadyExists { path: PathBuf },
-    #[error("{path}: store format version {found}, this lucce reads version {supported}")]
-    WrongFormat { path: PathBuf, found: u32, supported: u32 },
+    #[error("{path}: store format version {found}, this lucce reads versions {oldest} to {newest}")]
+    WrongFormat { path: PathBuf, found: u32, oldest: u32, newest: u32 },
     #[error("store is corrupt: {0}")]
     Corrupt(String),
     #[error("store is in use or unreadable: {0}")]

@@ -4,7 +4,8 @@
 //! tree holds the magic, the format version and the commit mark. Every other stream is a
 //! sequence of dense records (methods, sites, graph events by version, events by sequence
 //! number) stored in blocks: key = big-endian id of the block's first record, value = a small
-//! header (stream tag, record count, CRC-32 of the payload) and the rkyv-encoded records.
+//! header (stream tag, codec, record count, CRC-32 of the payload) and the rkyv-encoded records,
+//! zstd-compressed.
 //! Thread names are kept one per key.
 //!
 //! Crash rule: the writer makes blocks durable first and only then advances the commit mark
@@ -28,9 +29,13 @@ pub use writer::{StoreWriter, WriterHandle, WriterOptions, WriterReport};
 
 /// First bytes of the header's `magic` key.
 pub const MAGIC: &[u8] = b"lucce-store";
-/// The store format this build reads and writes.
+/// The store format this build writes.
 /// 1: uncompressed sled pages; 2: zstd-compressed pages (same records); 3: graph records Edge
 /// and Link instead of Update (a callee stays in its caller's version when it can); 4: the same
 /// records, but a frame version that names an anchor also carries its graph version
-/// (`lucce_encoder::ANCHOR_BIT`), so format-3 contexts would decode wrongly.
-pub const FORMAT_VERSION: u32 = 4;
+/// (`lucce_encoder::ANCHOR_BIT`), so format-3 contexts would decode wrongly; 5: the same
+/// records, each block compressed by lucce (zstd) and sled's pages not (javac's runs with the
+/// agent take 8% less CPU time, for a store 3% larger).
+pub const FORMAT_VERSION: u32 = 5;
+/// The oldest format this build reads: format 4's blocks are format 5's, stored plain.
+pub const OLDEST_READABLE_FORMAT: u32 = 4;

@@ -7,7 +7,7 @@ use rkyv::util::AlignedVec;
 
 use crate::backend::{Backend, KeyValue, SharedScan, SledBackend, Tree};
 use crate::records::{decode_block, decode_event_cores, decode_thread, BlockRecord, EventCore, EventRecord, GraphRecord, MethodRecord, SiteRecord, ThreadRecord, BLOCK_HEADER};
-use crate::{StoreError, FORMAT_VERSION, MAGIC};
+use crate::{StoreError, FORMAT_VERSION, MAGIC, OLDEST_READABLE_FORMAT};
 
 pub(crate) const MAGIC_KEY: &[u8] = b"magic";
 pub(crate) const FORMAT_KEY: &[u8] = b"format";
@@ -87,7 +87,7 @@ pub struct StoreReader {
 
 impl StoreReader {
     /// Opens the store in `dir`, refusing with a clear error anything that is not a complete
-    /// store of this format version.
+    /// store of a format version this build reads.
     pub fn open(dir: &Path) -> Result<StoreReader, StoreError> {
         let path = dir.to_path_buf();
         let not_a_store = |why: &str| StoreError::NotAStore { path: path.clone(), why: why.to_string() };
@@ -117,9 +117,9 @@ impl StoreReader {
         }
         // Readers scan every block once; a larger page cache saves re-reading (and re-decompressing)
         // sled pages. It is an upper bound, filled only as pages are touched.
-        let db = match SledBackend::open(dir, 64 << 20, true) {
-            // An uncompressed database: a format-1 store (or not ours); its header says which.
-            Err(StoreError::Backend(e)) if e.contains("compression") => SledBackend::open(dir, 64 << 20, false)?,
+        let db = match SledBackend::open(dir, 64 << 20, false) {
+            // Compressed pages: a store of formats 2 to 4 (or not ours); its header says which.
+            Err(StoreError::Backend(e)) if e.contains("compression") => SledBackend::open(dir, 64 << 20, true)?,
             other => other?,
         };
         match db.get(Tree::Header, MAGIC_KEY)? {
@@ -129,8 +129,8 @@ impl StoreReader {
         }
         let format = db.get(Tree::Header, FORMAT_KEY)?.ok_or_else(|| StoreError::Corrupt("no format version".into()))?;
         let found = u32::from_be_bytes(format.as_slice().try_into().map_err(|_| StoreError::Corrupt("bad format version record".into()))?);
-        if found != FORMAT_VERSION {
-            return Err(StoreError::WrongFormat { path, found, supported: FORMAT_VERSION });
+        if !(OLDEST_READABLE_FORMAT..=FORMAT_VERSION).contains(&found) {
+            return Err(StoreError::WrongFormat { path, found, oldest: OLDEST_READABLE_FORMAT, newest: FORMAT_VERSION });
         }
         let commit = db
             .get(Tree::Header, COMMIT_KEY)?

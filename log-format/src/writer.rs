@@ -254,7 +254,8 @@ impl StoreWriter {
             }
         }
         std::fs::create_dir_all(dir)?;
-        let backend = SledBackend::open(dir, opts.cache_bytes, true)?;
+        // Blocks come compressed (records.rs): sled compressing its pages again would cost CPU.
+        let backend = SledBackend::open(dir, opts.cache_bytes, false)?;
         backend.put(Tree::Header, MAGIC_KEY, MAGIC)?;
         backend.put(Tree::Header, FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
         backend.put(Tree::Header, COMMIT_KEY, &Commit::default().encode())?;
