@@ -68,9 +68,8 @@ use rustc_hash::FxHashMap;
 
 use crate::cache::SiteCache;
 use crate::ids::{anchored_version, key_version, Context, MethodId, SiteId, ANCHOR_LIMIT};
-use crate::memo::Memo;
+use crate::memo::{AnchorMemo, Memo, ANCHOR_MEMO_WINDOW};
 use crate::meta::{GraphEvent, GraphSink, MethodMeta, SiteKind, SiteMeta};
-use crate::sharded::ShardedMap;
 use crate::{is_root, THREAD_ROOT_SITE, TRUNCATED_ROOT_SITE};
 
 /// Tunables of an [`Encoder`].
@@ -97,7 +96,8 @@ pub struct EncoderConfig {
     /// Anchors the locked anchor memo keeps (⟨site, callee, caller context⟩ → anchored version,
     /// about 40 bytes each): past this, a sixteenth of it is forgotten, and a caller context whose
     /// anchor was forgotten gets a new one, logged again. Exact either way (an anchor record is
-    /// complete in itself); the memo only keeps a repeated recursion from growing the log.
+    /// complete in itself); the memo only keeps a repeated recursion from growing the log, and
+    /// is skipped for a while whenever it stops paying (`memo::AnchorMemo`). 0: no memo.
     /// Default 2^18: javac's 18.9M anchors took about 1 GB in it. A power of two keeps at most
     /// 7/8 of it, what a table of that size holds (`ShardedMap::insert_bounded`); so do the
     /// two bounds below.
@@ -317,9 +317,8 @@ struct State {
     /// fits).
     memo: Memo,
     /// ⟨site, callee, caller c, caller v⟩ → anchored version, bounded
-    /// (`EncoderConfig::anchor_memo_capacity`).
-    anchors: ShardedMap<(u32, u32, u64, u64), u64>,
-    anchor_memo_capacity: usize,
+    /// (`EncoderConfig::anchor_memo_capacity`), consulted while it pays.
+    anchors: AnchorMemo,
     /// Anchor records logged.
     anchors_logged: u64,
     slow_entries: u64,
@@ -361,8 +360,7 @@ impl<S: GraphSink> Encoder<S> {
                 backward: Vec::new(),
                 stack: Vec::new(),
                 memo: Memo::new(config.stay_memo_capacity, config.wide_memo_capacity),
-                anchors: ShardedMap::new(),
-                anchor_memo_capacity: config.anchor_memo_capacity,
+                anchors: AnchorMemo::new(config.anchor_memo_capacity, ANCHOR_MEMO_WINDOW),
                 anchors_logged: 0,
                 slow_entries: 0,
                 stays: 0,
@@ -771,18 +769,14 @@ impl State {
     /// and nothing logged, once anchor versions no longer fit one (after 2^31 graph events).
     fn anchor(&mut self, sink: &impl GraphSink, site: SiteId, callee: MethodId, caller: Context) -> Result<Context, EncodeError> {
         let key = (site.0, callee.0, caller.c, caller.v);
-        let v = match self.anchors.get(&key) {
-            Some(&v) => v,
-            None => {
-                let a = self.version + 1;
-                let v = anchored_version(a, self.graph_version).ok_or(EncodeError::AnchorsExhausted(a))?;
-                self.version = a;
-                sink.graph(&GraphEvent::Anchor { version: a, site, callee, caller_c: caller.c, caller_v: caller.v });
-                self.anchors_logged += 1;
-                self.anchors.insert_bounded(key, v, self.anchor_memo_capacity);
-                v
-            }
-        };
+        let v = self.anchors.get_or_log(key, || {
+            let a = self.version + 1;
+            let v = anchored_version(a, self.graph_version).ok_or(EncodeError::AnchorsExhausted(a))?;
+            self.version = a;
+            sink.graph(&GraphEvent::Anchor { version: a, site, callee, caller_c: caller.c, caller_v: caller.v });
+            self.anchors_logged += 1;
+            Ok(v)
+        })?;
         Ok(Context { c: 0, v })
     }
 }
