@@ -86,7 +86,7 @@ fn a_missing_event_block_is_an_error_not_a_smaller_tree() {
         let path = dir.path().join("s");
         let n = record_with_bad(&path, &[], 2);
         {
-            let db = sled::Config::new().path(&path).use_compression(true).open().unwrap();
+            let db = sled::Config::new().path(&path).open().unwrap();
             let events = db.open_tree("events").unwrap();
             let keys: Vec<_> = events.iter().keys().map(|k| k.unwrap()).collect();
             assert!(keys.len() >= 3, "several blocks");

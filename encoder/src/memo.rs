@@ -21,6 +21,8 @@
 //!
 //! The links of plain versions are kept: logged again, each would give its callee a new version,
 //! and every context below it new links in turn.
+//!
+//! [`AnchorMemo`] beside it keeps the anchors logged, by caller context.
 
 use crate::sharded::ShardedMap;
 
