@@ -26,11 +26,9 @@ WL_KIT=${WL_KIT:-$REPO/../shared/workloads}
 [[ -x $WL_KIT/run.sh ]] || WL_KIT=/work/shared/workloads
 WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
 ROUNDS=${ROUNDS:-1}
-# ext4 without a journal (this VM's disk) charges a run that creates thousands of files soon after
-# the previous run deleted them (ant, javac) seconds of system time (the kernel skips recently
-# deleted inodes), which falls on whichever run comes second: measure on a tmpfs.
-[[ $(stat -f -c %T "$WL_DIR" 2>/dev/null) == tmpfs ]] ||
-  echo "note: WL_DIR=$WL_DIR is not on a tmpfs: ant's and javac's times may include seconds of file-system work (WL_DIR=/dev/shm/lucce-workloads avoids it; see README, Performance, for lucene_search's index there)" >&2
+# shellcheck source=timing.sh
+. "$REPO/scripts/timing.sh"
+warn_unless_tmpfs "$WL_DIR"
 LUCCE=${LUCCE:-$REPO/target/release/lucce}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -115,8 +115,9 @@ impl StoreReader {
                 shown.join(", ")
             )));
         }
-        // Readers scan every block once; a larger page cache saves re-reading (and re-decompressing)
-        // sled pages. It is an upper bound, filled only as pages are touched.
+        // Readers scan every block once; a larger page cache saves re-reading sled pages (and,
+        // in a format-4 store, decompressing them again). It is an upper bound, filled only as
+        // pages are touched.
         let db = match SledBackend::open(dir, 64 << 20, false) {
             // Compressed pages: a store of formats 2 to 4 (or not ours); its header says which.
             Err(StoreError::Backend(e)) if e.contains("compression") => SledBackend::open(dir, 64 << 20, true)?,

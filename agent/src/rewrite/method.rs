@@ -264,21 +264,25 @@ pub(crate) fn rewrite_method<'a>(
     let needs_frames = cx.major >= 50;
     let frames = &mut s.frames;
     // The initial frame (from the descriptor) only matters to a method that has or may gain
-    // frames: most methods have none, and this is set again below if a branch widens.
-    let set_initial = |frames: &mut Frames<'a>| {
-        frames.set_initial(
-            m.desc_bytes,
-            m.access & super::ACC_STATIC != 0,
-            m.name == "<init>",
-            cx.this_is_object,
-            cx.this_class,
-        )
+    // frames: most methods have none, so it is parsed on first need (here, or when a branch
+    // widens below).
+    let mut initial_set = false;
+    let ensure_initial = |frames: &mut Frames<'a>, set: &mut bool| -> Result<(), SkipReason> {
+        if !*set {
+            frames.set_initial(
+                m.desc_bytes,
+                m.access & super::ACC_STATIC != 0,
+                m.name == "<init>",
+                cx.this_is_object,
+                cx.this_class,
+            )?;
+            *set = true;
+        }
+        Ok(())
     };
     frames.clear();
-    let mut initial_set = false;
     if needs_frames && smt_name.is_some() {
-        set_initial(frames)?;
-        initial_set = true;
+        ensure_initial(frames, &mut initial_set)?;
         for (_, i, k) in sub.iter() {
             if *k == ATTR_SMT {
                 frames.decode(info.get(i.clone()).ok_or(trunc.clone())?, d)?;
@@ -338,10 +342,7 @@ pub(crate) fn rewrite_method<'a>(
         }
         lay.compute(d, probes::entry_len(worst, locals))?;
         if needs_frames && lay.any_wide {
-            if !initial_set {
-                set_initial(frames)?;
-                initial_set = true;
-            }
+            ensure_initial(frames, &mut initial_set)?;
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
         }
     }
@@ -391,9 +392,7 @@ pub(crate) fn rewrite_method<'a>(
     let planned_len = if may_widen {
         lay.compute(d, probes::entry_len(method_push, locals))?;
         if needs_frames && lay.any_wide {
-            if !initial_set {
-                set_initial(frames)?;
-            }
+            ensure_initial(frames, &mut initial_set)?;
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
         }
         Some(lay.code_len)
