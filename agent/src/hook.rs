@@ -637,7 +637,7 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
@@ -652,6 +652,7 @@ impl Agent {
                 s.location_sites.load(Ordering::Relaxed),
                 s.truncated.load(Ordering::Relaxed),
                 s.unreadable.load(Ordering::Relaxed),
+                r.answer_tables(),
                 s.errors.load(Ordering::Relaxed),
                 report
             );

@@ -276,21 +276,30 @@ impl Slots {
     }
 }
 
+/// Slow entries a thread makes before it gets an answer table ([`AnswerCaches`]): a thread that
+/// enters few methods (the JVM's reference handler, finalizer and cleaner threads) would touch
+/// a whole table, 2 MiB on a huge page, for nothing, and a thread at work makes thousands of
+/// slow entries while it warms up.
+const ANSWER_TABLE_AFTER: u32 = 256;
+
 /// The threads' answer caches (agent/java/lucce/Runtime.java, memo): one per thread that owns
-/// its home slot, `entries` of 32 bytes each, mapped when a thread first needs one and handed
-/// from a thread that ends to the next that starts (its entries stay true: the memo's answers
-/// never change), so their number is the most threads alive at once. Never unmapped: a daemon
-/// thread may run instrumented code while the VM shuts down.
+/// its home slot and made [`ANSWER_TABLE_AFTER`] slow entries, `entries` of 32 bytes each,
+/// mapped when a thread first needs one and handed from a thread that ends to the next that
+/// needs one (its entries stay true: the memo's answers never change), so their number is the
+/// most busy threads alive at once. Never unmapped: a daemon thread may run instrumented code
+/// while the VM shuts down.
 struct AnswerCaches {
     /// log2 of the entries; 0 = no caches (`answer_cache=0`).
     bits: u32,
     free: Mutex<Vec<usize>>,
+    /// Tables mapped so far.
+    mapped: AtomicU32,
 }
 
 impl AnswerCaches {
     /// `entries`: 0 or a power of two from 2 (options.rs checks it).
     fn new(entries: usize) -> AnswerCaches {
-        AnswerCaches { bits: if entries >= 2 { entries.trailing_zeros() } else { 0 }, free: Mutex::new(Vec::new()) }
+        AnswerCaches { bits: if entries >= 2 { entries.trailing_zeros() } else { 0 }, free: Mutex::new(Vec::new()), mapped: AtomicU32::new(0) }
     }
 
     /// A cache's address, or 0 (none: the thread's entries take the memo).
@@ -325,6 +334,7 @@ impl AnswerCaches {
         if p == libc::MAP_FAILED {
             return 0;
         }
+        self.mapped.fetch_add(1, Ordering::Relaxed);
         let table = (p as usize).next_multiple_of(align);
         if align == HUGE {
             // SAFETY: [table, table + len) lies inside the mapping just made. A refusal (huge
@@ -348,6 +358,8 @@ struct ThreadState {
     slot: Cell<*const Slot>,
     private: RefCell<Option<Box<Slot>>>,
     busy: Cell<bool>,
+    /// Entries that took this slow path (see [`ANSWER_TABLE_AFTER`]).
+    slow_entries: Cell<u32>,
     events: Cell<u64>,
     thread: Cell<Option<u32>>,
     buffer: RefCell<Option<EventBuffer>>,
@@ -362,6 +374,7 @@ thread_local! {
             slot: Cell::new(std::ptr::null()),
             private: RefCell::new(None),
             busy: Cell::new(false),
+            slow_entries: Cell::new(0),
             events: Cell::new(0),
             thread: Cell::new(None),
             buffer: RefCell::new(None),
@@ -557,6 +570,14 @@ impl Recorder {
             self.encoder.enter_truncated(callee).unwrap_or_default()
         });
         if let Some(slot) = my_slot() {
+            let slow = TLS.with(|t| {
+                t.slow_entries.set(t.slow_entries.get().saturating_add(1));
+                t.slow_entries.get()
+            });
+            if slow == ANSWER_TABLE_AFTER && self.slots.contains(slot) {
+                // This thread keeps entering: it gets its answer table now (a home slot's own).
+                slot.answers.store(self.answers.take() as u64, Ordering::Relaxed);
+            }
             slot.last_v.store(ctx.v, Ordering::Relaxed);
             if self.sample != 0 {
                 // The Java fast path counts entries below the interval and leaves the one that
@@ -1040,7 +1061,6 @@ impl Recorder {
             }
             let home = self.slots.home(tid);
             let p: *const Slot = if tid > 0 && home.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                home.answers.store(self.answers.take() as u64, Ordering::Relaxed);
                 home
             } else {
                 let private = Box::new(Slot {
@@ -1095,6 +1115,11 @@ impl Recorder {
 
     pub fn encoder_stats(&self) -> lucce_encoder::EncoderStats {
         self.encoder.stats()
+    }
+
+    /// Threads' answer tables mapped so far.
+    pub fn answer_tables(&self) -> u32 {
+        self.answers.mapped.load(Ordering::Relaxed)
     }
 
     /// Where the tables the runtime class reads are.

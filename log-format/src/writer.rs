@@ -629,7 +629,7 @@ mod tests {
         // 10 frames every third event: a block holds at most 50 frames' worth, about 13 events
         // (plain events count for nothing), where 100 events would fit otherwise.
         let event = |i: u64| {
-            let truth = (i % 3 == 0).then(|| vec![TruthFrame { class: "a.B".into(), method: "m".into(), file: None, line: i as i32 }; 10]);
+            let truth = i.is_multiple_of(3).then(|| vec![TruthFrame { class: "a.B".into(), method: "m".into(), file: None, line: i as i32 }; 10]);
             EventRecord { thread: 0, kind: EventKind::Mark, site: i as u32, c: i, v: 1, label: None, truth }
         };
         h.events((0..300).map(event).collect());
