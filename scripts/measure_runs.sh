@@ -10,7 +10,10 @@
 # order given. Every run must have rc=0 and check=ok (exit status 1 otherwise).
 # Needs /usr/bin/time (Debian package `time`). Variables: ROUNDS (1), WL_KIT, WL_DIR as in
 # scripts/compare_agents.sh; LUCCE, the CLI (default target/release/lucce; without it the store
-# columns are empty).
+# columns are empty); PIN_HEAP, a heap size such as 2g: every run, with or without an agent, gets
+# a Java heap of exactly that size, touched at start (-Xms -Xmx -XX:+AlwaysPreTouch), so that
+# the RSS difference is the agent's own memory and not how far the heap happened to grow (h2's
+# varies by hundreds of MB between runs). The kit's javac runs with -Xmx2g: pin at most that.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 [[ $# -ge 2 ]] || { echo "usage: $0 LIB[,LIB...] NAME..." >&2; exit 2; }
@@ -37,9 +40,9 @@ printf '%-14s %-6s %8s %8s %9s %9s %10s %8s %8s\n' workload agent wall_s cpu_s r
 for _ in $(seq 1 "$ROUNDS"); do
   for name in "$@"; do
     for i in $(seq 0 "${#libs[@]}"); do
-      opts="" agent=no
+      opts="${PIN_HEAP:+-Xms$PIN_HEAP -Xmx$PIN_HEAP -XX:+AlwaysPreTouch}" agent=no
       if ((i > 0)); then
-        opts="-agentpath:${libs[i - 1]}=out=$work/store/%p,summary=off" agent=lib$i
+        opts+=" -agentpath:${libs[i - 1]}=out=$work/store/%p,summary=off" agent=lib$i
       fi
       line=$(LUCCE_JAVA_OPTS="$opts" /usr/bin/time -o "$work/time" -f '%U %S %M' \
         "$WL_KIT/run.sh" "$name" "$WL_DIR" 2>/dev/null | grep ' rc=' | tail -1)
