@@ -44,7 +44,8 @@ for r in $(seq 1 "$ROUNDS"); do
   for k in "${!names[@]}"; do
     lib=""
     [[ $k -gt 0 ]] && lib=${libs[k - 1]}
-    read -r first steady < <(run "$lib")
+    read -r first steady < <(run "$lib") || true
+    [[ -n ${steady:-} ]] || { echo "$0: the run with ${names[k]} failed" >&2; exit 1; }
     printf '%-6s %-6s %12s %22s\n' "$r" "${names[k]}" "$first" "$steady"
     sum[${names[k]}]=$(awk -v a="${sum[${names[k]}]:-0}" -v b="$steady" 'BEGIN { print a + b }')
   done
