@@ -191,8 +191,9 @@ const CODEC_PLAIN: u8 = 0;
 /// The payload is the rkyv bytes' length (u32 LE), then one zstd frame of them.
 const CODEC_ZSTD: u8 = 1;
 const ZSTD_LEVEL: i32 = 3;
-/// The largest decompressed block a reader accepts. The writer's blocks are far smaller (4096
-/// records); a damaged length must not become a huge allocation.
+/// The largest decompressed block a reader accepts. The writer's blocks are far smaller
+/// (`WriterOptions::block_records` and `block_frames`); a damaged length must not become a huge
+/// allocation.
 const MAX_BLOCK_BYTES: usize = 1 << 30;
 
 thread_local! {
