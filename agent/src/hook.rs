@@ -70,6 +70,14 @@ pub struct Agent {
     dead: AtomicBool,
 }
 
+/// Classes per `RetransformClasses` call of the VMInit batch. The JVM parses all classes of one
+/// call into one resource area and keeps their new versions until the call returns; its arena
+/// chunks then go to a pool the process keeps. Hello World under the counting agent, NMT at
+/// exit: 353 classes in one call left 8.7 MB of "Arena Chunk" and 6.0 MB of Metaspace; calls
+/// of 64 left 2.0 and 4.2 MB, calls of 16 0.8 and 4.1 MB (peak RSS 22 MB above the run without
+/// the agent → 11 MB), and the batch took no longer (57–61 ms against 61–65 ms in one call).
+const RETRANSFORM_CHUNK: usize = 16;
+
 static AGENT: OnceLock<Agent> = OnceLock::new();
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
 
@@ -576,27 +584,28 @@ impl Agent {
         if let Err(e) = hook(true) {
             diag!(Error, "cannot enable the retransforming load hook: {e}");
         }
-        let (ok, failed, batch_ok, examples) = match retransformer.retransform_classes(&refs) {
-            Ok(()) => (refs.len() as u64, 0, true, Vec::new()),
-            Err(e) => {
-                // RetransformClasses is all-or-nothing: find the culprits one by one.
-                diag!(Warn, "batch retransformation of {} classes failed ({e}); retrying one by one", refs.len());
-                let (mut ok, mut failed, mut examples) = (0, 0, Vec::new());
-                for (c, name) in &batch {
-                    match retransformer.retransform_classes(&[*c]) {
-                        Ok(()) => ok += 1,
-                        Err(e) => {
-                            failed += 1;
-                            diag!(Warn, "retransforming {name} failed: {e}");
-                            if examples.len() < 40 {
-                                examples.push(format!("{name}: {e}"));
-                            }
+        let (mut ok, mut failed, mut batch_ok, mut examples) = (0, 0, true, Vec::new());
+        for (chunk, named) in refs.chunks(RETRANSFORM_CHUNK).zip(batch.chunks(RETRANSFORM_CHUNK)) {
+            let Err(e) = retransformer.retransform_classes(chunk) else {
+                ok += chunk.len() as u64;
+                continue;
+            };
+            // RetransformClasses is all-or-nothing: find the culprits one by one.
+            diag!(Warn, "retransforming a batch of {} classes failed ({e}); retrying one by one", chunk.len());
+            batch_ok = false;
+            for (c, name) in named {
+                match retransformer.retransform_classes(&[*c]) {
+                    Ok(()) => ok += 1,
+                    Err(e) => {
+                        failed += 1;
+                        diag!(Warn, "retransforming {name} failed: {e}");
+                        if examples.len() < 40 {
+                            examples.push(format!("{name}: {e}"));
                         }
                     }
                 }
-                (ok, failed, false, examples)
             }
-        };
+        }
         if let Err(e) = hook(false) {
             diag!(Warn, "cannot disable the retransforming load hook: {e}");
         }

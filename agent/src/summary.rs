@@ -49,7 +49,8 @@ pub struct Stats {
 pub struct RetransformStats {
     /// Loaded classes at VMInit that were modifiable and not yet instrumented.
     pub candidates: u64,
-    /// Whether the single RetransformClasses call succeeded (else classes were retried one by one).
+    /// Whether every RetransformClasses call of the batch succeeded (else the classes of a call
+    /// that failed were retried one by one).
     pub batch_ok: bool,
     pub retransformed: u64,
     pub failed: u64,

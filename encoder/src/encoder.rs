@@ -65,6 +65,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
+use thin_vec::ThinVec;
 
 use crate::cache::SiteCache;
 use crate::ids::{anchored_version, key_version, Context, MethodId, SiteId, ANCHOR_LIMIT};
@@ -78,9 +79,11 @@ pub struct EncoderConfig {
     /// Exclusive upper bound of callIds (see "Overflow rule"). At least 2.
     pub call_id_limit: u64,
     /// Buckets of the lock-free memo (128 bytes each, three results; committed lazily by the OS).
-    /// The default, 2^16 (8 MiB), fits the development machine's 16 MiB L3 cache: FOP's CPU
-    /// time with 2^18 buckets was about 5% higher, with 2^12 (more misses to the slow path) 7%
-    /// higher.
+    /// Default 2^15 (4 MiB). Before the agent's threads had answer tables of their own in front
+    /// of it, 2^16 fitted best (FOP's CPU time with 2^18 buckets was about 5% higher, with 2^12
+    /// 7% higher); with them, 2^15 costs no time in whole runs (jython, fop, xalan,
+    /// lucene_search, rhino) or antlr4's steady state and saves 4 MiB of resident memory, and
+    /// 2^14 made rhino and the steady state about 3% slower.
     pub site_cache_capacity: usize,
     /// Buckets of the lock-free anchor table (same layout). Anchors are far fewer than memo
     /// entries (lucene_search: 6,353 against 434k; rhino, the most recursive workload, 95k),
@@ -119,7 +122,7 @@ impl Default for EncoderConfig {
     fn default() -> Self {
         EncoderConfig {
             call_id_limit: 1 << 62,
-            site_cache_capacity: 1 << 16,
+            site_cache_capacity: 1 << 15,
             anchor_cache_capacity: 1 << 14,
             recomputed_stay_edges: 16,
             anchor_memo_capacity: 1 << 18,
@@ -172,34 +175,39 @@ pub struct EncoderStats {
     pub links: u64,
 }
 
+/// A method of the graph. Its lists are thin (one pointer each, the length and capacity on the
+/// heap, nothing allocated while empty): most methods a program loads are never entered, and a
+/// node of four `Vec`s took 112 bytes each (jython: 47k methods, 5.3 MB).
 struct Node {
     /// Every numCC value with the version that set it (ascending; the last is the current one,
     /// also in `State::widths`): a callee stays in its caller's version only if the widths of that
     /// version allow it (see "Versions").
-    numcc_history: Vec<(u64, u64)>,
+    numcc_history: ThinVec<(u64, u64)>,
     /// False for ids skipped over by [`Encoder::define_method`].
     defined: bool,
     /// Callers of the incoming (counted, non-back) edges, in the fixed (insertion) order that
     /// defines av.
-    incoming: Vec<MethodId>,
+    incoming: ThinVec<MethodId>,
     /// The version that added each edge of `incoming` (ascending).
-    incoming_added: Vec<u64>,
+    incoming_added: ThinVec<u64>,
     /// Callees of the outgoing counted edges (for the cycle check).
-    outgoing: Vec<MethodId>,
+    outgoing: ThinVec<MethodId>,
     /// Position in a topological order of the counted edges: caller before callee.
     ord: u32,
     /// Search mark of the cycle check (equal to `State::mark` when visited by the current one).
     mark: u32,
 }
 
+const _: () = assert!(std::mem::size_of::<Node>() <= 48);
+
 impl Node {
     fn new(ord: usize, defined: bool) -> Node {
         Node {
-            numcc_history: Vec::new(),
+            numcc_history: ThinVec::new(),
             defined,
-            incoming: Vec::new(),
-            incoming_added: Vec::new(),
-            outgoing: Vec::new(),
+            incoming: ThinVec::new(),
+            incoming_added: ThinVec::new(),
+            outgoing: ThinVec::new(),
             ord: ord as u32,
             mark: 0,
         }
