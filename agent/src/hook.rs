@@ -74,7 +74,7 @@ pub struct Agent {
 /// call into one resource area and keeps their new versions until the call returns; its arena
 /// chunks then go to a pool the process keeps. Hello World under the counting agent, NMT at
 /// exit: 353 classes in one call left 8.7 MB of "Arena Chunk" and 6.0 MB of Metaspace; calls
-/// of 64 left 2.0 and 4.2 MB, calls of 16 0.8 and 4.1 MB (peak RSS 22 MB above the run without
+/// of 64 left 2.0 and 4.2 MB, calls of 16 0.8 and 4.1 MB (peak RSS 21 MB above the run without
 /// the agent → 11 MB), and the batch took no longer (57–61 ms against 61–65 ms in one call).
 const RETRANSFORM_CHUNK: usize = 16;
 
