@@ -579,21 +579,21 @@ impl Agent {
                 batch.push((c, name.to_string()));
             }
         }
-        let refs: Vec<jclass> = batch.iter().map(|(c, _)| *c).collect();
         let hook = |on| retransformer.set_event_notification_mode(on, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut());
         if let Err(e) = hook(true) {
             diag!(Error, "cannot enable the retransforming load hook: {e}");
         }
         let (mut ok, mut failed, mut batch_ok, mut examples) = (0, 0, true, Vec::new());
-        for (chunk, named) in refs.chunks(RETRANSFORM_CHUNK).zip(batch.chunks(RETRANSFORM_CHUNK)) {
-            let Err(e) = retransformer.retransform_classes(chunk) else {
-                ok += chunk.len() as u64;
+        for chunk in batch.chunks(RETRANSFORM_CHUNK) {
+            let refs: Vec<jclass> = chunk.iter().map(|(c, _)| *c).collect();
+            let Err(e) = retransformer.retransform_classes(&refs) else {
+                ok += refs.len() as u64;
                 continue;
             };
             // RetransformClasses is all-or-nothing: find the culprits one by one.
-            diag!(Warn, "retransforming a batch of {} classes failed ({e}); retrying one by one", chunk.len());
+            diag!(Warn, "retransforming a batch of {} classes failed ({e}); retrying one by one", refs.len());
             batch_ok = false;
-            for (c, name) in named {
+            for (c, name) in chunk {
                 match retransformer.retransform_classes(&[*c]) {
                     Ok(()) => ok += 1,
                     Err(e) => {
@@ -613,7 +613,7 @@ impl Agent {
             jni.delete_local_ref(c);
         }
         let mut s = lock(&self.stats);
-        s.retransform.candidates = refs.len() as u64;
+        s.retransform.candidates = batch.len() as u64;
         s.retransform.hidden_left_alone = hidden;
         s.retransform.retransformed = ok;
         s.retransform.failed = failed;

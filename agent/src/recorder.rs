@@ -571,8 +571,9 @@ impl Recorder {
         });
         if let Some(slot) = my_slot() {
             let slow = TLS.with(|t| {
-                t.slow_entries.set(t.slow_entries.get().saturating_add(1));
-                t.slow_entries.get()
+                let n = t.slow_entries.get().saturating_add(1);
+                t.slow_entries.set(n);
+                n
             });
             if slow == ANSWER_TABLE_AFTER && self.slots.contains(slot) {
                 // This thread keeps entering: it gets its answer table now (a home slot's own).
