@@ -10,9 +10,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 [[ $# -ge 3 ]] || { echo "usage: $0 OLD_LIB NEW_LIB NAME..." >&2; exit 2; }
 old=$(realpath "$1") new=$(realpath "$2")
 shift 2
-WL_KIT=${WL_KIT:-$REPO/../shared/workloads}
-[[ -x $WL_KIT/run.sh ]] || WL_KIT=/work/shared/workloads
-WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
+# shellcheck source=kit.sh
+. "$REPO/scripts/kit.sh"
 stores=$(mktemp -d)
 rows=$stores.rows
 : >"$rows"

@@ -25,12 +25,9 @@ for l in "${given[@]}"; do
   libs+=("$(realpath -e "$l")") || exit 2
   echo "lib${#libs[@]} = ${libs[-1]}"
 done
-WL_KIT=${WL_KIT:-$REPO/../shared/workloads}
-[[ -x $WL_KIT/run.sh ]] || WL_KIT=/work/shared/workloads
-WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
 ROUNDS=${ROUNDS:-1}
-# shellcheck source=timing.sh
-. "$REPO/scripts/timing.sh"
+# shellcheck source=kit.sh
+. "$REPO/scripts/kit.sh"
 warn_unless_tmpfs "$WL_DIR"
 LUCCE=${LUCCE:-$REPO/target/release/lucce}
 work=$(mktemp -d)

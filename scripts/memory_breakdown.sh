@@ -25,12 +25,9 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 command -v gcc >/dev/null || { echo "$0: needs gcc (apt-get install gcc)" >&2; exit 2; }
 lib=$(realpath -e "$1") || exit 2
 shift
-WL_KIT=${WL_KIT:-$REPO/../shared/workloads}
-[[ -x $WL_KIT/run.sh ]] || WL_KIT=/work/shared/workloads
-WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
 ROUNDS=${ROUNDS:-1}
-# shellcheck source=timing.sh
-. "$REPO/scripts/timing.sh"
+# shellcheck source=kit.sh
+. "$REPO/scripts/kit.sh"
 warn_unless_tmpfs "$WL_DIR"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

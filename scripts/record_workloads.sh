@@ -10,9 +10,8 @@
 # Exit status: 0 only if every run had check=ok and every store verified with 0 mismatches.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-WL_KIT=${WL_KIT:-$REPO/../shared/workloads}
-[[ -x $WL_KIT/run.sh ]] || WL_KIT=/work/shared/workloads
-WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
+# shellcheck source=kit.sh
+. "$REPO/scripts/kit.sh"
 SAMPLE=${SAMPLE:-1000}
 VERIFY=${VERIFY:-20}
 TIMEOUT=${TIMEOUT:-1500}

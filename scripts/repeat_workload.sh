@@ -7,9 +7,8 @@ set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 [[ $# -eq 3 ]] || { echo "usage: $0 LIB NAME N" >&2; exit 2; }
 lib=$(realpath "$1") name=$2 n=$3
-WL_KIT=${WL_KIT:-$REPO/../shared/workloads}
-[[ -x $WL_KIT/run.sh ]] || WL_KIT=/work/shared/workloads
-WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
+# shellcheck source=kit.sh
+. "$REPO/scripts/kit.sh"
 OUT=${OUT:-$(mktemp -d /tmp/lucce-repeat.XXXXXX)}
 mkdir -p "$OUT"
 store=$(mktemp -d)

@@ -24,16 +24,10 @@ ROUNDS=${ROUNDS:-3}
 AGENT_OPTS=${AGENT_OPTS:-}
 AGENT_JVM_OPTS=${AGENT_JVM_OPTS--Xverify:all}
 REPORT_ONLY=${REPORT_ONLY:-0}
-WL_KIT=${WL_KIT:-}
-if [[ -z $WL_KIT ]]; then
-  for k in "$REPO/../shared/workloads" /work/shared/workloads; do [[ -x $k/run.sh ]] && WL_KIT=$(cd "$k" && pwd -P) && break; done
-fi
-[[ -n $WL_KIT && -x $WL_KIT/run.sh ]] || { echo "workload kit not found (set WL_KIT)" >&2; exit 2; }
-WL_DIR=${WL_DIR:-$HOME/.cache/lucce-workloads}
+# shellcheck source=kit.sh
+. "$REPO/scripts/kit.sh"
 OUT=${OUT:-$(mktemp -d /tmp/lucce-workloads.XXXXXX)}
 mkdir -p "$OUT"
-# shellcheck source=timing.sh
-. "$REPO/scripts/timing.sh"
 warn_unless_tmpfs "$WL_DIR"
 NAMES=("$@")
 [[ ${#NAMES[@]} -eq 0 ]] && mapfile -t NAMES < <("$WL_KIT/run.sh" list)
