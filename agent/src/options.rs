@@ -85,7 +85,7 @@ impl Default for Options {
             count_check: Vec::new(),
             retransform: true,
             counters: CounterMode::Plain,
-            thread_slots: 1 << 16,
+            thread_slots: crate::recorder::EXCLUSIVE_SLOTS,
             answer_cache: 1 << 16,
         }
     }
@@ -148,8 +148,8 @@ impl Options {
                     o.thread_slots = value
                         .parse()
                         .ok()
-                        .filter(|n: &usize| n.is_power_of_two() && *n <= 1 << 24)
-                        .ok_or_else(|| bad("expected a power of two from 1 to 16777216"))?
+                        .filter(|n: &usize| n.is_power_of_two() && *n <= crate::recorder::EXCLUSIVE_SLOTS)
+                        .ok_or_else(|| bad("expected a power of two from 1 to 4294967296"))?
                 }
                 "answer_cache" => {
                     o.answer_cache = value
@@ -308,11 +308,12 @@ mod tests {
         let o = Options::parse("out=/tmp/x-%p,sample=10,verify=3").unwrap();
         assert_eq!(o.out, Some(PathBuf::from(format!("/tmp/x-{}", std::process::id()))));
         assert_eq!((o.sample, o.verify), (10, 3));
-        for bad in ["thread_slots=0", "thread_slots=3", "thread_slots=33554432", "thread_slots=x"] {
+        for bad in ["thread_slots=0", "thread_slots=3", "thread_slots=8589934592", "thread_slots=x"] {
             assert!(matches!(Options::parse(bad), Err(OptionsError::BadValue { .. })), "{bad}");
         }
         assert_eq!(Options::parse("thread_slots=1").unwrap().thread_slots, 1);
-        assert_eq!(Options::parse("").unwrap().thread_slots, 65536);
+        assert_eq!(Options::parse("").unwrap().thread_slots, 1 << 32);
+        assert_eq!(Options::parse("thread_slots=4294967296").unwrap().thread_slots, 1 << 32);
         for bad in ["answer_cache=1", "answer_cache=3", "answer_cache=33554432", "answer_cache=-1"] {
             assert!(matches!(Options::parse(bad), Err(OptionsError::BadValue { .. })), "{bad}");
         }

@@ -226,15 +226,26 @@ impl Slot {
 }
 
 const SLOT_BYTES: usize = 64;
+/// `thread_slots=` at which every tid below 2^32 has a home slot of its own (the default): the
+/// probes then skip the ownership check (Runtime.java, EXCLUSIVE), and slot 0 is the sink.
+pub const EXCLUSIVE_SLOTS: usize = 1 << 32;
+/// With exclusive slots, the first tid at which recording stops: a JVM that has made this many
+/// threads may come to 2^32, whose home slot is tid 0 mod 2^32's; stopping this early (2^24
+/// threads before) leaves no thread of tid 2^32 or more running instrumented code unnoticed.
+const EXCLUSIVE_TID_LIMIT: i64 = (1 << 32) - (1 << 24);
+/// Thread slots when the exclusive ones cannot be mapped.
+const FALLBACK_SLOTS: usize = 1 << 16;
 // Runtime.pend writes `site` and `valid` with one 8-byte store, low half first in memory.
 #[cfg(target_endian = "big")]
 compile_error!("the probes' slot layout assumes a little-endian target");
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
-/// The home slots (`thread_slots=`, a power of two; a thread's is `tid & (count - 1)`), then the
-/// sink (`Runtime.SINK`, owned by no thread and read by nobody): a lazily committed mapping that
-/// lives until the process exits. A thread whose home slot is taken gets a private one, which its
-/// entry and version probes ask the agent for (one JNI call), while its call probes write into
-/// the sink: its entries are resolved by walks.
+/// The home slots (`thread_slots=`, a power of two; a thread's is `tid & (count - 1)`), then one
+/// more: a lazily committed mapping that lives until the process exits. The sink
+/// (`Runtime.SINK`, owned by no thread and read by nobody) is that last slot, or slot 0 with
+/// [`EXCLUSIVE_SLOTS`]; slot 0 is never a home (tid 0 is a thread whose constructor is still
+/// running, as in JNI AttachCurrentThread, and several may be at once). A thread whose home slot
+/// is taken gets a private one, which its entry and version probes ask the agent for (one JNI
+/// call), while its call probes write into the sink: its entries are resolved by walks.
 struct Slots {
     base: *mut Slot,
     count: usize,
@@ -245,7 +256,19 @@ unsafe impl Send for Slots {}
 unsafe impl Sync for Slots {}
 
 impl Slots {
+    /// `count` slots, or [`FALLBACK_SLOTS`] when the exclusive ones' 256 GiB of address space
+    /// cannot be reserved.
     fn map(count: usize) -> Result<Slots, String> {
+        match Self::map_exactly(count) {
+            Err(e) if count == EXCLUSIVE_SLOTS => {
+                diag!(Warn, "{e}; using {FALLBACK_SLOTS} thread slots (a thread whose tid equals a live one's modulo {FALLBACK_SLOTS} is slow)");
+                Self::map_exactly(FALLBACK_SLOTS)
+            }
+            r => r,
+        }
+    }
+
+    fn map_exactly(count: usize) -> Result<Slots, String> {
         let len = (count + 1) * SLOT_BYTES;
         // SAFETY: a fresh anonymous mapping touches no existing memory; zero pages are valid
         // slots (free, no pending record).
@@ -262,7 +285,17 @@ impl Slots {
         if p == libc::MAP_FAILED {
             return Err(format!("cannot map {len} bytes of thread slots: {}", std::io::Error::last_os_error()));
         }
-        Ok(Slots { base: p as *mut Slot, count })
+        // SAFETY: the mapping just made. Huge pages would commit 2 MiB for the first slot
+        // touched; a refusal changes nothing else.
+        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        let slots = Slots { base: p as *mut Slot, count };
+        slots.home(0).tid.store(-1, Ordering::Relaxed); // owned by no thread (tids are positive)
+        Ok(slots)
+    }
+
+    /// Whether every tid below 2^32 has a slot of its own.
+    fn exclusive(&self) -> bool {
+        self.count == EXCLUSIVE_SLOTS
     }
 
     fn home(&self, tid: i64) -> &Slot {
@@ -361,7 +394,9 @@ struct ThreadState {
     /// Entries that took this slow path (see [`ANSWER_TABLE_AFTER`]).
     slow_entries: Cell<u32>,
     events: Cell<u64>,
-    thread: Cell<Option<u32>>,
+    /// The store's id of this thread, and whether it has its name (a thread's events inside its
+    /// own constructor, as JNI AttachCurrentThread runs it, come before it has one).
+    thread: Cell<Option<(u32, bool)>>,
     buffer: RefCell<Option<EventBuffer>>,
     stack: RefCell<Vec<FrameInfo>>,
     /// Tokens this thread handed out lately, so that a repeated context skips the global map.
@@ -925,6 +960,9 @@ impl Recorder {
     /// of a site may be resolved by a walk, which names the place with a location site instead
     /// of the rewriter's site, and both must give one token.
     fn context(&self) -> u64 {
+        if self.closed.load(Ordering::Acquire) {
+            return 0;
+        }
         let Caller::Frame { site, ctx } = self.api_caller() else { return 0 };
         let fast_key = (site, ctx.c, ctx.v);
         if let Some(t) = TLS.with(|t| t.tokens.borrow().as_ref().and_then(|m| m.get(&fast_key).copied())) {
@@ -1003,13 +1041,16 @@ impl Recorder {
     }
 
     fn thread_id(&self, env: Jni) -> Option<u32> {
-        if let Some(id) = TLS.with(|t| t.thread.get()) {
+        let known = TLS.with(|t| t.thread.get());
+        if let Some((id, true)) = known {
             return Some(id);
         }
-        let name = self.call_helper(env, |h| h.thread_name).unwrap_or_else(|| "?".into());
-        let id = self.handle.thread(&name);
+        let id = match self.call_helper(env, |h| h.thread_name) {
+            Some(name) => (self.handle.thread(&name), true),
+            None => known.unwrap_or_else(|| (self.handle.thread("?"), false)),
+        };
         TLS.with(|t| t.thread.set(Some(id)));
-        Some(id)
+        Some(id.0)
     }
 
     /// The stack `Throwable` shows here, minus what lucce cannot see by its rule: lucce's own
@@ -1051,17 +1092,33 @@ impl Recorder {
 
     /// The slot of the current thread, claiming its home slot (or making a private one) on the
     /// thread's first probe; null while the agent is busy on this thread (probes off).
+    ///
+    /// A thread that first came here with tid 0 (its constructor was running: JNI
+    /// AttachCurrentThread) has a private slot, and comes again with its tid once the
+    /// constructor has set it (the probes find no home slot of theirs before): it moves to its
+    /// home slot then, which with exclusive slots its probes use from then on.
     fn attach(&self, tid: i64) -> *const Slot {
         TLS.with(|t| {
             if t.busy.get() {
                 return std::ptr::null();
             }
             let p = t.slot.get();
-            if !p.is_null() {
+            // SAFETY: as in `my_slot`.
+            if !p.is_null() && (tid <= 0 || unsafe { (*p).tid.load(Ordering::Relaxed) } == tid) {
                 return p;
+            }
+            if self.slots.exclusive() && tid >= EXCLUSIVE_TID_LIMIT && !self.closed.swap(true, Ordering::AcqRel) {
+                diag!(
+                    Error,
+                    "recorder: thread id {tid}: this JVM has made nearly 2^32 threads, past which two threads could share \
+                     one slot; recording stops here (events after this are dropped)"
+                );
             }
             let home = self.slots.home(tid);
             let p: *const Slot = if tid > 0 && home.tid.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                // A record its previous owner left (a call into a native method that returned,
+                // the last before that thread ended) is not this thread's.
+                home.valid.store(0, Ordering::Relaxed);
                 home
             } else {
                 let private = Box::new(Slot {

@@ -5,6 +5,7 @@ import lucce.Lucce;
  * native -> Java -> native -> Java. The library path comes in -Dlive.jni=/abs/libLiveJni.so.
  * By the rule the native frames are not in the decoded stacks (nor in what the test compares).
  * LiveLoadedJni: a stale call-site record of a native call, then an upcall by the JVM.
+ * attachedThreads: native threads that attach themselves to the JVM at once and call back.
  */
 public class LiveJni {
     static native void callStatic(int n);
@@ -12,6 +13,8 @@ public class LiveJni {
     static native void callRunnable(Runnable r);
     /** Calls {@code loader.loadClass(name)}, or returns at once when the loader is null. */
     public static native void loadVia(ClassLoader loader, String name);
+    /** Starts `n` native threads that attach to the JVM together, call attachedCallback, detach. */
+    static native void attachedThreads(int n);
 
     static void staticCallback(int n) {
         Lucce.mark(T.here("jni-static-" + n));
@@ -23,6 +26,11 @@ public class LiveJni {
         helper(n);
     }
 
+    static void attachedCallback(int i) {
+        helper(i);
+        Lucce.mark(T.here("jni-attached"));
+    }
+
     static void helper(int n) {
         Lucce.mark(T.here("jni-helper-" + n));
     }
@@ -32,6 +40,7 @@ public class LiveJni {
         callStatic(2);
         new LiveJni().callInstance(7);
         callRunnable(() -> Lucce.mark(T.here("jni-runnable")));
+        attachedThreads(4);
         for (int i = 0; i < 3; i++) callRunnable(new Runnable() {
             @Override public void run() { Lucce.mark(T.here("jni-anon")); }
         });

@@ -53,11 +53,19 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     /** Per-thread slots: base address, index mask (home slot = tid & mask), 64 bytes each. */
     private static final long SLOTS, SLOT_MASK;
     /**
-     * The slot after the home slots, which no thread owns: {@link #home} answers it to a thread
-     * that does not own its home slot, so that the call probes write somewhere without a branch
-     * to a call (see {@link #home}); nothing reads it.
+     * A slot no thread owns: {@link #home} answers it to a thread that does not own its home
+     * slot, so that the call probes write somewhere without a branch to a call (see
+     * {@link #home}); nothing reads it. The slot after the home slots, or with
+     * {@link #EXCLUSIVE} slot 0, the home of tid 0 (a thread whose constructor is running).
      */
     private static final long SINK;
+    /**
+     * Record mode with a home slot for every tid below 2^32 (thread_slots=2^32, the default):
+     * tids are unique, so every thread with a tid owns its home slot from its first probe to its
+     * end and {@link #home} needs no ownership check (the agent stops recording long before a
+     * tid reaches 2^32; agent/src/recorder.rs, EXCLUSIVE_TID_LIMIT).
+     */
+    private static final boolean EXCLUSIVE;
     /** Offset of Thread.tid, or -1 (then every probe asks the agent for the slot). */
     private static final long TID;
     /** sample=N (0 = off). */
@@ -126,13 +134,16 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         LIMIT = limit;
         SLOTS = slots;
         SLOT_MASK = slotMask;
-        SINK = slots + ((slotMask + 1L) << 6);
+        boolean fast = record && cacheMask >= 0L && tid >= 0L;
+        boolean exclusive = fast && slotMask == 0xFFFFFFFFL;
+        SINK = exclusive ? slots : slots + ((slotMask + 1L) << 6);
         TID = tid;
         SAMPLE = sample;
-        FAST = record && cacheMask >= 0L && tid >= 0L;
+        FAST = fast;
         ENTRIES = base + HEADER_BYTES;
         SITES = base + HEADER_BYTES + (methods << 3);
-        TC_SHIFT = FAST && tcBits > 0 && tcBits < 32 ? 64 - tcBits : 0;
+        TC_SHIFT = fast && tcBits > 0 && tcBits < 32 ? 64 - tcBits : 0;
+        EXCLUSIVE = exclusive;
         // Last: from here on the probes are live.
         SITE_LIMIT = sites;
         METHOD_LIMIT = methods;
@@ -160,7 +171,8 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     }
 
     /**
-     * This thread's home slot if it owns it, else {@link #SINK} (only when TID >= 0).
+     * This thread's home slot if it owns it, else {@link #SINK} (only when TID >= 0). With
+     * {@link #EXCLUSIVE} slots, its home slot without a check (the sink for tid 0).
      *
      * No call on any path: the probes are inlined into every compiled method, and a call that a
      * probe may take (as {@link #slot} takes attach0 on a thread's first probe, so the shared
@@ -173,6 +185,9 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     private static long home() {
         long tid = U.getLong(Thread.currentThread(), TID);
         long s = SLOTS + ((tid & SLOT_MASK) << 6);
+        if (EXCLUSIVE) {
+            return s;
+        }
         return U.getLong(null, s) == tid ? s : SINK;
     }
 
