@@ -249,8 +249,13 @@ const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
 struct Slots {
     base: *mut Slot,
     count: usize,
+    /// With exclusive slots: page of slots → threads of that page that claimed their home slot
+    /// and ended (see [`Slots::release`]).
+    ended: Mutex<FxHashMap<usize, u8>>,
 }
-// SAFETY: every field of a slot is an atomic; the mapping is never unmapped.
+/// Slots per page of the mapping.
+const PAGE_SLOTS: usize = 4096 / SLOT_BYTES;
+// SAFETY: every field of a slot is an atomic; the mapping is never unmapped; `ended` is a Mutex.
 unsafe impl Send for Slots {}
 // SAFETY: as above.
 unsafe impl Sync for Slots {}
@@ -288,7 +293,7 @@ impl Slots {
         // SAFETY: the mapping just made. Huge pages would commit 2 MiB for the first slot
         // touched; a refusal changes nothing else.
         unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
-        let slots = Slots { base: p as *mut Slot, count };
+        let slots = Slots { base: p as *mut Slot, count, ended: Mutex::new(FxHashMap::default()) };
         slots.home(0).tid.store(-1, Ordering::Relaxed); // owned by no thread (tids are positive)
         Ok(slots)
     }
@@ -296,6 +301,28 @@ impl Slots {
     /// Whether every tid below 2^32 has a slot of its own.
     fn exclusive(&self) -> bool {
         self.count == EXCLUSIVE_SLOTS
+    }
+
+    /// Frees `home`, the slot of a thread that ends. With exclusive slots no other thread ever
+    /// has it, so once all the threads of a page's tids have claimed their slots and ended,
+    /// nothing touches the page again and its memory goes back to the system: a program that
+    /// makes threads all the time keeps about one page per 64 of its live threads, not one per
+    /// 64 it ever ran.
+    fn release(&self, home: &Slot) {
+        home.tid.store(0, Ordering::Release);
+        if !self.exclusive() {
+            return;
+        }
+        let page = (home as *const Slot as usize - self.base as usize) / SLOT_BYTES / PAGE_SLOTS;
+        let mut ended = lock(&self.ended);
+        let n = ended.entry(page).or_insert(0);
+        *n += 1;
+        if usize::from(*n) == PAGE_SLOTS {
+            ended.remove(&page);
+            // SAFETY: a whole page inside the mapping (the base is page-aligned), whose slots no
+            // thread will touch again (above); it reads as zeros if anything does.
+            unsafe { libc::madvise(self.base.add(page * PAGE_SLOTS) as *mut c_void, 4096, libc::MADV_DONTNEED) };
+        }
     }
 
     fn home(&self, tid: i64) -> &Slot {
@@ -1151,7 +1178,7 @@ impl Recorder {
                 // SAFETY: a home slot: the mapping lives for the rest of the process.
                 let home = unsafe { &*p };
                 self.answers.give_back(home.answers.swap(0, Ordering::Relaxed) as usize);
-                home.tid.store(0, Ordering::Release);
+                self.slots.release(home);
             }
         });
     }
@@ -1231,4 +1258,42 @@ extern "C" fn mark(env: *mut JniEnv, _cls: jclass, label: jstring) {
 
 extern "C" fn context(_env: *mut JniEnv, _cls: jclass) -> jlong {
     with_recorder(0, |r| r.context()) as jlong
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page of exclusive slots goes back to the system when the last of its 64 threads ends,
+    /// not before; and slot 0 (the sink) is no thread's home.
+    #[test]
+    fn exclusive_slots_free_whole_pages() {
+        let slots = Slots::map(EXCLUSIVE_SLOTS).expect("map");
+        assert!(slots.exclusive(), "256 GiB of address space could not be reserved here");
+        assert_eq!(slots.home(0).tid.load(Ordering::Relaxed), -1);
+        let page: Vec<&Slot> = (64..128).map(|tid| slots.home(tid)).collect();
+        for (s, tid) in page.iter().zip(64..) {
+            s.tid.store(tid, Ordering::Relaxed);
+            s.c.store(7, Ordering::Relaxed);
+        }
+        for s in &page[..63] {
+            slots.release(s);
+        }
+        assert!(page.iter().all(|s| s.c.load(Ordering::Relaxed) == 7), "a page with a live thread was dropped");
+        assert!(page[..63].iter().all(|s| s.tid.load(Ordering::Relaxed) == 0));
+        slots.release(page[63]);
+        assert!(page.iter().all(|s| s.c.load(Ordering::Relaxed) == 0), "the page of 64 ended threads was kept");
+        assert!(lock(&slots.ended).is_empty());
+    }
+
+    #[test]
+    fn checked_slots_keep_their_pages() {
+        let slots = Slots::map(64).expect("map");
+        assert!(!slots.exclusive());
+        let s = slots.home(5);
+        s.tid.store(5, Ordering::Relaxed);
+        s.c.store(7, Ordering::Relaxed);
+        slots.release(s);
+        assert_eq!((s.tid.load(Ordering::Relaxed), s.c.load(Ordering::Relaxed)), (0, 7));
+    }
 }
