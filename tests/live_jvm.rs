@@ -217,7 +217,19 @@ fn run(mut cmd: Command, what: &str) -> Outcome {
 
 /// Runs `java -agentpath:AGENT=OPTS JVM_ARGS -cp CLASSES MAIN`.
 fn run_java(main: &str, agent_options: &str, jvm_args: &[OsString]) -> Outcome {
-    let mut cmd = Command::new(tool("java"));
+    run_java_limited(main, agent_options, jvm_args, None)
+}
+
+/// [`run_java`] with at most `address_space_kib` of address space (`ulimit -v`), when given.
+fn run_java_limited(main: &str, agent_options: &str, jvm_args: &[OsString], address_space_kib: Option<u64>) -> Outcome {
+    let mut cmd = match address_space_kib {
+        Some(kib) => {
+            let mut c = Command::new("bash");
+            c.arg("-c").arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\"")).arg(tool("java"));
+            c
+        }
+        None => Command::new(tool("java")),
+    };
     cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
     cmd.arg(format!("-agentpath:{}={agent_options}", agent_lib().display()));
     cmd.args(jvm_args).arg("-cp").arg(classes()).arg(main);
@@ -413,11 +425,13 @@ struct Scenario<'a> {
     sample: bool,
     /// Labels (as written in the program) that must have been printed at least once.
     expect: &'a [&'a str],
+    /// `ulimit -v` for the JVM, in KiB.
+    address_space_kib: Option<u64>,
 }
 
 impl<'a> Scenario<'a> {
     fn new(main: &'a str) -> Self {
-        Scenario { main, jvm_args: Vec::new(), agent: "", sample: false, expect: &[] }
+        Scenario { main, jvm_args: Vec::new(), agent: "", sample: false, expect: &[], address_space_kib: None }
     }
 
     fn jvm(mut self, args: &[&str]) -> Self {
@@ -440,6 +454,11 @@ impl<'a> Scenario<'a> {
         self
     }
 
+    fn address_space(mut self, kib: u64) -> Self {
+        self.address_space_kib = Some(kib);
+        self
+    }
+
     /// One run per agent option set; returns the stdout and the store of the `verify=1` run.
     fn run(&self) -> (tempfile::TempDir, Outcome) {
         let tmp = tempfile::tempdir().expect("tempdir");
@@ -450,7 +469,7 @@ impl<'a> Scenario<'a> {
             let log = tmp.path().join(format!("agent{i}.log"));
             let opts = format!("out={},{mode},summary=off,log={},{}", store.display(), log.display(), self.agent);
             let what = format!("{} ({mode})", self.main);
-            let out = run_java(self.main, &opts, &self.jvm_args);
+            let out = run_java_limited(self.main, &opts, &self.jvm_args, self.address_space_kib);
             let log_text = std::fs::read_to_string(&log).unwrap_or_default();
             assert_eq!(out.code, Some(0), "{what} failed:\nstderr:\n{}\nagent log:\n{log_text}", out.stderr);
             assert!(
@@ -522,6 +541,15 @@ const THREAD_MARKS: &[&str] = &[
 #[test]
 fn threads_without_home_slots() {
     Scenario::new("LiveThreads").agent("thread_slots=2").sample().expect(THREAD_MARKS).run();
+}
+
+/// Where the 256 GiB of address space for one slot per tid cannot be reserved (here `ulimit -v`
+/// 32 GiB), the agent says so and takes 65536 slots with the owner check: exact all the same.
+#[test]
+fn thread_slots_without_the_address_space() {
+    let (tmp, _) = Scenario::new("LiveThreads").address_space(32 << 20).expect(THREAD_MARKS).run();
+    let log = std::fs::read_to_string(tmp.path().join("agent0.log")).unwrap_or_default();
+    assert!(log.contains("using 65536 thread slots"), "no fallback reported:\n{log}");
 }
 
 #[test]
