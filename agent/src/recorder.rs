@@ -290,9 +290,13 @@ impl Slots {
         if p == libc::MAP_FAILED {
             return Err(format!("cannot map {len} bytes of thread slots: {}", std::io::Error::last_os_error()));
         }
-        // SAFETY: the mapping just made. Huge pages would commit 2 MiB for the first slot
-        // touched; a refusal changes nothing else.
-        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        // SAFETY: the mapping just made; a refusal changes nothing else. Huge pages would commit
+        // 2 MiB for the first slot touched, and a core dump of the JVM would hold the 256 GiB of
+        // exclusive slots (as a sparse file at best).
+        unsafe {
+            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            libc::madvise(p, len, libc::MADV_DONTDUMP);
+        }
         let slots = Slots { base: p as *mut Slot, count, ended: Mutex::new(FxHashMap::default()) };
         slots.home(0).tid.store(-1, Ordering::Relaxed); // owned by no thread (tids are positive)
         Ok(slots)
