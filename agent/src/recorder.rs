@@ -235,6 +235,13 @@ pub const EXCLUSIVE_SLOTS: usize = 1 << 32;
 const EXCLUSIVE_TID_LIMIT: i64 = (1 << 32) - (1 << 24);
 /// Thread slots when the exclusive ones cannot be mapped.
 const FALLBACK_SLOTS: usize = 1 << 16;
+/// The version slot 0 holds, which no context has (an anchored version's graph version is at
+/// most its anchor, below 2^31; encoder/src/ids.rs). With exclusive slots it is the version of
+/// every frame a thread enters while its tid is 0 (Runtime.version reads its home slot's, and
+/// slot 0 is the sink, which no probe writes a version into): walks compute those frames'
+/// contexts from their callers, as leaves'. So the version probe has no branch to the agent,
+/// which C2 would compile into every method as an uncommon trap.
+const UNKNOWN_VERSION: u64 = u64::MAX;
 // Runtime.pend writes `site` and `valid` with one 8-byte store, low half first in memory.
 #[cfg(target_endian = "big")]
 compile_error!("the probes' slot layout assumes a little-endian target");
@@ -298,7 +305,9 @@ impl Slots {
             libc::madvise(p, len, libc::MADV_DONTDUMP);
         }
         let slots = Slots { base: p as *mut Slot, count, ended: Mutex::new(FxHashMap::default()) };
-        slots.home(0).tid.store(-1, Ordering::Relaxed); // owned by no thread (tids are positive)
+        let zero = slots.home(0);
+        zero.tid.store(-1, Ordering::Relaxed); // owned by no thread (tids are positive)
+        zero.last_v.store(UNKNOWN_VERSION, Ordering::Relaxed);
         Ok(slots)
     }
 
@@ -720,7 +729,10 @@ impl Recorder {
                     }
                     let leaf = match kind {
                         FrameKind::Instrumented { id, ctx_slot } => {
-                            return self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee)
+                            match self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee) {
+                                Some(caller) => return caller,
+                                None => id, // its version is unknown: as a leaf's context
+                            }
                         }
                         FrameKind::Leaf { id } => id,
                         FrameKind::Unlearned => match self.learn_leaf(f, (start + i) as jint) {
@@ -785,8 +797,20 @@ impl Recorder {
     /// loadClass⟩ would be trusted later from that site's stale record, for a class loaded by
     /// another instruction of the frame. (The names are compared as 64-bit hashes,
     /// `rewrite::target_key`.)
+    ///
+    /// None when the frame's version is [`UNKNOWN_VERSION`]: the walk goes on below it and
+    /// computes its context as a leaf's, from its caller.
     #[allow(clippy::too_many_arguments)]
-    fn caller_frame(&self, id: u32, ctx_slot: jint, depth: jint, f: &FrameInfo, pending: Option<(u32, Context)>, between: Between, callee: Option<u32>) -> Caller {
+    fn caller_frame(
+        &self,
+        id: u32,
+        ctx_slot: jint,
+        depth: jint,
+        f: &FrameInfo,
+        pending: Option<(u32, Context)>,
+        between: Between,
+        callee: Option<u32>,
+    ) -> Option<Caller> {
         let direct = between == Between::Nothing;
         // The pending record of this frame's current invoke, if the record can be that.
         let own = pending.filter(|&(site, _)| self.at_call(f.method, f.location, site) && crate::hook::site_method(site) == Some(id));
@@ -807,7 +831,7 @@ impl Recorder {
         };
         let location = |ctx: Context| self.location_caller(id, f.method, f.location, ctx);
         if let Some((site, pc)) = own.filter(|_| direct) {
-            return if call_site_allowed(site) { Caller::Frame { site, ctx: pc } } else { location(pc) };
+            return Some(if call_site_allowed(site) { Caller::Frame { site, ctx: pc } } else { location(pc) });
         }
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
@@ -826,13 +850,16 @@ impl Recorder {
                     (c, v)
                 );
             }
-            return Caller::Truncated;
+            return Some(Caller::Truncated);
         };
+        if v as u64 == UNKNOWN_VERSION {
+            return None;
+        }
         let ctx = Context { c: c as u64, v: v as u64 };
-        match own {
+        Some(match own {
             Some((site, pc)) if pc == ctx && call_site_allowed(site) => Caller::Frame { site, ctx },
             _ => location(ctx),
-        }
+        })
     }
 
     /// Whether the instruction at `location` can be the one call site `site` probes: an invoke,

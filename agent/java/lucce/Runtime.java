@@ -494,8 +494,15 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         return (seq & 1L) == 0L && U.getLong(null, e) == seq ? found : 0L;
     }
 
-    /** The graph version of the context `enter` just returned (record mode). */
+    /**
+     * The graph version of the context `enter` just returned (record mode). With
+     * {@link #EXCLUSIVE} slots no branch: a thread of tid 0 reads the sink's, which is -1,
+     * "unknown" (agent/src/recorder.rs, UNKNOWN_VERSION), and walks compute its frames' contexts.
+     */
     public static long version() {
+        if (EXCLUSIVE) {
+            return U.getLong(null, home() + 32L);
+        }
         if (RECORD) {
             long s = TID >= 0L ? home() : SINK;
             if (s == SINK) {
