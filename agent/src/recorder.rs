@@ -467,12 +467,16 @@ fn my_slot() -> Option<&'static Slot> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-/// The pending call-site record of this thread, taken (a record is used at most once).
+/// The pending call-site record of this thread, taken (a record is used at most once). A record
+/// of a frame whose version is unknown (entered while its thread's tid was 0, calling once the
+/// tid is set) is none: the caller is found by a walk.
 fn take_pending() -> Option<(u32, Context)> {
     let s = my_slot()?;
-    (s.valid.swap(0, Ordering::Relaxed) != 0).then(|| {
-        (s.site.load(Ordering::Relaxed), Context { c: s.c.load(Ordering::Relaxed), v: s.v.load(Ordering::Relaxed) })
-    })
+    if s.valid.swap(0, Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let ctx = Context { c: s.c.load(Ordering::Relaxed), v: s.v.load(Ordering::Relaxed) };
+    (ctx.v != UNKNOWN_VERSION).then(|| (s.site.load(Ordering::Relaxed), ctx))
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -1315,6 +1319,28 @@ mod tests {
         slots.release(page[63]);
         assert!(page.iter().all(|s| s.c.load(Ordering::Relaxed) == 0), "the page of 64 ended threads was kept");
         assert!(lock(&slots.ended).is_empty());
+    }
+
+    /// A record whose version is unknown (a frame entered while its thread's tid was 0) is
+    /// consumed but never trusted; any other is taken once.
+    #[test]
+    fn records_of_unknown_version_are_none() {
+        let slots = Slots::map(64).expect("map");
+        let slot = slots.home(3);
+        TLS.with(|t| t.slot.set(slot));
+        let pend = |v: u64| {
+            slot.site.store(9, Ordering::Relaxed);
+            slot.c.store(4, Ordering::Relaxed);
+            slot.v.store(v, Ordering::Relaxed);
+            slot.valid.store(1, Ordering::Relaxed);
+        };
+        pend(UNKNOWN_VERSION);
+        assert_eq!(take_pending(), None);
+        assert_eq!(slot.valid.load(Ordering::Relaxed), 0, "the record must be consumed");
+        pend(5);
+        assert_eq!(take_pending(), Some((9, Context { c: 4, v: 5 })));
+        assert_eq!(take_pending(), None, "a record is taken once");
+        TLS.with(|t| t.slot.set(std::ptr::null()));
     }
 
     #[test]
