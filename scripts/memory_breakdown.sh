@@ -102,8 +102,8 @@ done
 echo
 echo "mean difference (agent - none), MB and s:"
 printf '%-14s %9s %9s %9s %7s %9s %6s %6s\n' workload rss malloc meta code internal c1 c2
+# mean NAME LABEL: the seven figures of NAME's LABEL runs, averaged over the rounds.
+mean() { cat "$work/$1.$2".* | awk '{for (i=1;i<=NF;i++) s[i]+=$i; n++} END {for (i=1;i<=7;i++) printf "%s ", s[i]/n; print ""}'; }
 for name in "$@"; do
-  cat "$work/$name".none.* | awk '{for (i=1;i<=NF;i++) s[i]+=$i; n++} END {for (i=1;i<=7;i++) printf "%s ", s[i]/n; print ""}' >"$work/none.mean"
-  cat "$work/$name".agent.* | awk '{for (i=1;i<=NF;i++) s[i]+=$i; n++} END {for (i=1;i<=7;i++) printf "%s ", s[i]/n; print ""}' >"$work/agent.mean"
-  paste -d' ' "$work/agent.mean" "$work/none.mean" | awk -v n="$name" '{printf "%-14s %+9.1f %+9.1f %+9.1f %+7.1f %+9.1f %+6.2f %+6.2f\n", n, $1-$8, $2-$9, $3-$10, $4-$11, $5-$12, $6-$13, $7-$14}'
+  paste -d' ' <(mean "$name" agent) <(mean "$name" none) | awk -v n="$name" '{printf "%-14s %+9.1f %+9.1f %+9.1f %+7.1f %+9.1f %+6.2f %+6.2f\n", n, $1-$8, $2-$9, $3-$10, $4-$11, $5-$12, $6-$13, $7-$14}'
 done

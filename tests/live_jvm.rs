@@ -544,10 +544,11 @@ fn threads_without_home_slots() {
 }
 
 /// Where the 256 GiB of address space for one slot per tid cannot be reserved (here `ulimit -v`
-/// 32 GiB), the agent says so and takes 65536 slots with the owner check: exact all the same.
+/// 32 GiB; the heap capped so that the JVM's own reservation fits on any machine), the agent says
+/// so and takes 65536 slots with the owner check: exact all the same.
 #[test]
 fn thread_slots_without_the_address_space() {
-    let (tmp, _) = Scenario::new("LiveThreads").address_space(32 << 20).expect(THREAD_MARKS).run();
+    let (tmp, _) = Scenario::new("LiveThreads").jvm(&["-Xmx512m"]).address_space(32 << 20).expect(THREAD_MARKS).run();
     let log = std::fs::read_to_string(tmp.path().join("agent0.log")).unwrap_or_default();
     assert!(log.contains("using 65536 thread slots"), "no fallback reported:\n{log}");
 }

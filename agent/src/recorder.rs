@@ -260,8 +260,9 @@ struct Slots {
     /// and ended (see [`Slots::release`]).
     ended: Mutex<FxHashMap<usize, u8>>,
 }
-/// Slots per page of the mapping.
-const PAGE_SLOTS: usize = 4096 / SLOT_BYTES;
+/// Bytes and slots per page of the mapping (x86-64's page, the only one the agent builds for).
+const PAGE_BYTES: usize = 4096;
+const PAGE_SLOTS: usize = PAGE_BYTES / SLOT_BYTES;
 // SAFETY: every field of a slot is an atomic; the mapping is never unmapped; `ended` is a Mutex.
 unsafe impl Send for Slots {}
 // SAFETY: as above.
@@ -334,7 +335,7 @@ impl Slots {
             ended.remove(&page);
             // SAFETY: a whole page inside the mapping (the base is page-aligned), whose slots no
             // thread will touch again (above); it reads as zeros if anything does.
-            unsafe { libc::madvise(self.base.add(page * PAGE_SLOTS) as *mut c_void, 4096, libc::MADV_DONTNEED) };
+            unsafe { libc::madvise(self.base.add(page * PAGE_SLOTS) as *mut c_void, PAGE_BYTES, libc::MADV_DONTNEED) };
         }
     }
 
