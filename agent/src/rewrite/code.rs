@@ -20,6 +20,9 @@ use super::SkipReason;
 
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// `Decoded::index_of` of an offset inside an instruction.
+const NO_SEGMENT: u16 = u16::MAX;
+
 /// Largest legal `code_length` (the JVM requires code_length < 65536).
 pub(crate) const MAX_CODE: u32 = 65535;
 
@@ -86,9 +89,13 @@ pub(crate) struct Decoded {
     pub insns: Vec<Insn>,
     /// Switch targets as old offsets (instruction boundaries).
     pub targets: Vec<u32>,
-    /// Old offset -> index of the segment holding the instruction that starts there (NONE inside
-    /// an instruction); `index_of[code_len]` is `insns.len()` so an exclusive end offset maps too.
-    pub index_of: Vec<u32>,
+    /// Old offset -> index of the segment holding the instruction that starts there
+    /// ([`NO_SEGMENT`] inside an instruction); `index_of[code_len]` is `insns.len()` so an
+    /// exclusive end offset maps too. 16 bits are enough: a segment other than a run of plain
+    /// instructions is at least 2 bytes long and two runs are never adjacent, so a code array
+    /// below 64 KiB has fewer than 2^15 segments; half the width of u32 halves the table that
+    /// every method clears and fills.
+    pub index_of: Vec<u16>,
     pub code_len: u32,
     /// Instructions with a probe.
     pub nprobes: u32,
@@ -213,9 +220,9 @@ impl Decoded {
         if *run {
             let last = self.insns.len() - 1;
             self.insns[last].len += len;
-            self.index_of[off as usize] = last as u32;
+            self.index_of[off as usize] = last as u16;
         } else {
-            self.index_of[off as usize] = self.insns.len() as u32;
+            self.index_of[off as usize] = self.insns.len() as u16;
             self.insns.push(Insn::plain(off, len, op));
             *run = true;
         }
@@ -240,7 +247,7 @@ impl Decoded {
         if code_len == 0 {
             return Err(SkipReason::MalformedCode("empty code"));
         }
-        self.index_of.resize(code.len() + 1, NONE);
+        self.index_of.resize(code.len() + 1, NO_SEGMENT);
         let overrun = SkipReason::MalformedCode("instruction overruns the code");
         // Whether the last segment is a run of plain instructions that the next one may join.
         let mut run = false;
@@ -266,7 +273,7 @@ impl Decoded {
                     if at + len > code.len() {
                         return Err(overrun);
                     }
-                    index_of[at] = seg as u32;
+                    index_of[at] = seg as u16;
                     at += len;
                 }
                 off = at as u32;
@@ -355,18 +362,18 @@ impl Decoded {
                 // `wide`: plain, only not of a fixed length.
                 self.add_plain(off, ins.len, op, &mut run);
             } else {
-                self.index_of[off as usize] = self.insns.len() as u32;
+                self.index_of[off as usize] = self.insns.len() as u16;
                 self.nprobes += (ins.probe != Probe::None) as u32;
                 self.insns.push(ins);
                 run = false;
             }
             off += ins.len;
         }
-        self.index_of[code.len()] = self.insns.len() as u32;
+        self.index_of[code.len()] = self.insns.len() as u16;
         // Targets must be instruction boundaries (they stay old offsets).
         for ins in self.insns.iter() {
             if matches!(ins.kind, Kind::Branch | Kind::BranchW)
-                && self.index_of[ins.target as usize] == NONE
+                && self.index_of[ins.target as usize] == NO_SEGMENT
             {
                 return Err(SkipReason::MalformedCode(
                     "branch into the middle of an instruction",
@@ -374,7 +381,7 @@ impl Decoded {
             }
         }
         for &t in self.targets.iter() {
-            if self.index_of[t as usize] == NONE {
+            if self.index_of[t as usize] == NO_SEGMENT {
                 return Err(SkipReason::MalformedCode(
                     "switch target inside an instruction",
                 ));
@@ -387,7 +394,7 @@ impl Decoded {
     #[inline]
     pub fn index(&self, off: u32) -> Option<usize> {
         match self.index_of.get(off as usize) {
-            Some(&i) if i != NONE => Some(i as usize),
+            Some(&i) if i != NO_SEGMENT => Some(i as usize),
             _ => None,
         }
     }
@@ -404,7 +411,7 @@ impl Decoded {
         let mut o = (off as usize).min(self.index_of.len().checked_sub(1)?);
         loop {
             if let Some(&i) = self.index_of.get(o) {
-                if i != NONE {
+                if i != NO_SEGMENT {
                     return Some(o as u32);
                 }
             }
