@@ -92,9 +92,10 @@ pub(crate) struct Decoded {
     /// Old offset -> index of the segment holding the instruction that starts there
     /// ([`NO_SEGMENT`] inside an instruction); `index_of[code_len]` is `insns.len()` so an
     /// exclusive end offset maps too. 16 bits are enough: a segment other than a run of plain
-    /// instructions is at least 2 bytes long and two runs are never adjacent, so a code array
-    /// below 64 KiB has fewer than 2^15 segments; half the width of u32 halves the table that
-    /// every method clears and fills.
+    /// instructions is at least 2 bytes long and two runs are never adjacent, so there are at
+    /// most two segments for every three bytes, fewer than 43,700 in a code array below 64 KiB
+    /// (and below [`NO_SEGMENT`]); half the width of u32 halves the table that every method
+    /// clears and fills.
     pub index_of: Vec<u16>,
     pub code_len: u32,
     /// Instructions with a probe.
