@@ -354,12 +354,7 @@ fn check_marks(what: &str, heres: &BTreeMap<String, Vec<Frame>>, store: &Path) {
         if !seen.insert(label.clone()) {
             problems.push(format!("label {label:?} recorded twice (event #{})", ev.seq));
         }
-        // A documented limit (README, "What a decoded trace contains"): when a class defined by
-        // a custom loader first calls lucce's runtime class, the JVM asks that loader for
-        // `lucce.Runtime` from the class's entry probe, before the frame has a context; traces
-        // inside that upcall stop there, truncated.
-        let known_limit = ev.truncated && label.starts_with("loadClass-lucce.") && expected.starts_with(&ev.frames);
-        if ev.frames != *expected && !known_limit {
+        if ev.frames != *expected {
             let first = expected.iter().zip(&ev.frames).position(|(a, b)| a != b).unwrap_or(expected.len().min(ev.frames.len()));
             problems.push(format!(
                 "MISMATCH {what}: mark {label:?} (event #{}, thread {:?}, truncated {}): {} frames expected, {} decoded, first difference at frame {first}\n  expected (Throwable, natives dropped):{}\n  decoded:{}",

@@ -116,10 +116,17 @@ pub fn method_label(id: u32) -> Option<String> {
 /// Whether method id `id` is a leaf (`rewrite::MethodInfo::leaf`), and, given its internal class
 /// name, name and descriptor, that method.
 pub fn is_leaf(id: u32, named: Option<(&str, &str, &str)>) -> bool {
-    let Some(agent) = agent() else { return false };
-    let t = agent.registry.tables();
-    matches!(t.methods.get(id as usize), Some(Some(m)) if m.leaf
-        && named.is_none_or(|(class, name, desc)| m.class() == class && m.name() == name && m.descriptor() == desc))
+    method_named(id, named) == Some(true)
+}
+
+/// Whether method id `id`, given its internal class name, name and descriptor, is that method
+/// (any method the rewriter registered with None), and then whether it is a leaf.
+pub fn method_named(id: u32, named: Option<(&str, &str, &str)>) -> Option<bool> {
+    let t = agent()?.registry.tables();
+    match t.methods.get(id as usize) {
+        Some(Some(m)) if named.is_none_or(|(class, name, desc)| m.class() == class && m.name() == name && m.descriptor() == desc) => Some(m.leaf),
+        _ => None,
+    }
 }
 
 /// The `target` key of a site the rewriter registered (see `rewrite::SiteInfo`).
@@ -193,6 +200,11 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
             return Err(SetupError::MissingCapability(what));
         }
         caps.set(bit);
+    }
+    // Optional: to identify a frame inside its first entry probe by the id the probe pushes
+    // (recorder.rs, learn_entering), when that id is a constant of the class's pool.
+    if options.out.is_some() && potential.has(Capabilities::GET_CONSTANT_POOL) {
+        caps.set(Capabilities::GET_CONSTANT_POOL);
     }
     // Optional: to restart the JDK's reference threads on rewritten code (ref_threads.rs).
     let restart_caps = [Capabilities::SUSPEND, Capabilities::SIGNAL_THREAD];

@@ -38,6 +38,8 @@ pub const JNI_ERR: jint = -1;
 pub const JVMTI_VERSION_1_2: jint = 0x3001_0200;
 
 pub const JVMTI_ERROR_NONE: JvmtiError = 0;
+/// GetLocal*: the slot holds no value of that type at the frame's location.
+pub const JVMTI_ERROR_INVALID_SLOT: JvmtiError = 35;
 pub const JVMTI_ERROR_ABSENT_INFORMATION: JvmtiError = 101;
 
 pub const JVMTI_ENABLE: c_int = 1;
@@ -103,6 +105,7 @@ pub struct Capabilities {
 
 impl Capabilities {
     pub const GET_BYTECODES: u32 = 3;
+    pub const GET_CONSTANT_POOL: u32 = 35;
     pub const SIGNAL_THREAD: u32 = 10;
     pub const GET_SOURCE_FILE_NAME: u32 = 11;
     pub const GET_LINE_NUMBERS: u32 = 12;
@@ -473,6 +476,25 @@ impl Jvmti {
     }
 
     /// A method's bytecode as the VM runs it (`GetBytecodes`, slot 75: a copy the VM reconstitutes).
+    /// The constant pool of `class` as in a class file, without its count, and that count
+    /// (`GetConstantPool`, slot 146; needs `can_get_constant_pool`).
+    pub fn constant_pool(self, class: jclass) -> Result<(u16, Box<[u8]>), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jclass, *mut jint, *mut jint, *mut *mut u8) -> JvmtiError;
+        let f = jvmti_fn!(self, 146, F);
+        let (mut count, mut n): (jint, jint) = (0, 0);
+        let mut p: *mut u8 = std::ptr::null_mut();
+        // SAFETY: slot 146; outs are locals.
+        check(unsafe { f(self.0, class, &mut count, &mut n, &mut p) })?;
+        let pool = if p.is_null() || n <= 0 {
+            Box::default()
+        } else {
+            // SAFETY: the VM returned `n` bytes allocated with Allocate.
+            unsafe { std::slice::from_raw_parts(p, n as usize) }.into()
+        };
+        self.deallocate(p);
+        Ok((u16::try_from(count).unwrap_or(0), pool))
+    }
+
     pub fn bytecodes(self, method: jmethodID) -> Result<Box<[u8]>, Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint, *mut *mut u8) -> JvmtiError;
         let f = jvmti_fn!(self, 75, F);

@@ -58,7 +58,7 @@ use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHa
 use rustc_hash::FxHashMap;
 
 use crate::diag;
-use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, signature_class, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod};
+use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, signature_class, Error as JvmtiError, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod, JVMTI_ERROR_INVALID_SLOT};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 
 /// Events a thread buffers before handing them to the writer.
@@ -740,7 +740,10 @@ impl Recorder {
                             }
                         }
                         FrameKind::Leaf { id } => id,
-                        FrameKind::Unlearned => match self.learn_leaf(f, (start + i) as jint) {
+                        // A leaf, or a method whose first entry has not reached the agent yet
+                        // (the frame is inside its entry probe): as a leaf's, its context comes
+                        // from its caller.
+                        FrameKind::Unlearned => match self.learn_leaf(f, (start + i) as jint).or_else(|| self.learn_entering(f)) {
                             Some(id) => id,
                             None => return Caller::Truncated,
                         },
@@ -803,8 +806,8 @@ impl Recorder {
     /// another instruction of the frame. (The names are compared as 64-bit hashes,
     /// `rewrite::target_key`.)
     ///
-    /// None when the frame's version is [`UNKNOWN_VERSION`]: the walk goes on below it and
-    /// computes its context as a leaf's, from its caller.
+    /// None when the frame's version is [`UNKNOWN_VERSION`] or not stored yet (below): the walk
+    /// goes on below it and computes its context as a leaf's, from its caller.
     #[allow(clippy::too_many_arguments)]
     fn caller_frame(
         &self,
@@ -840,10 +843,21 @@ impl Recorder {
         }
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
+        // Locals with no context: a frame inside its entry probe, which the JVM called out of
+        // before the probe stored it (resolving `lucce.Runtime` through a class loader written
+        // in Java, for the first class it defined), or past its last call, where HotSpot's
+        // liveness says the locals are dead. The JVM refuses to read them, or, where a
+        // LocalVariableTable covers them, they read as the zeros the interpreter gives new
+        // locals (no real frame has version 0; only the virtual roots do). The frame's context
+        // is then computed as a leaf's, from its caller, as its entry did or will: exact, since
+        // the caller stays at that call while the frame lives.
+        let not_stored = |r: &Result<jlong, JvmtiError>| matches!(r, Err(JvmtiError(JVMTI_ERROR_INVALID_SLOT)));
+        if not_stored(&c) && not_stored(&v) || matches!(v, Ok(0)) {
+            return None;
+        }
         let (Ok(c), Ok(v)) = (c, v) else {
-            // Rare (a few per FOP run: frames at bci 0, before their entry probe has stored the
-            // context) and handled: the entry is truncated. Counted, and told in the log file,
-            // not on the program's stderr (batik's kit check counts its output lines).
+            // Not seen on the eleven workloads: the entry is truncated. Counted, and told in the
+            // log file, not on the program's stderr (batik's kit check counts its output lines).
             if self.stats.unreadable.fetch_add(1, Ordering::Relaxed) < 20 {
                 let name = self.jvmti.method_name(f.method).unwrap_or_default();
                 let op = self.opcode_at(f.method, f.location);
@@ -936,6 +950,34 @@ impl Recorder {
             return None;
         }
         self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(f.method as usize, FrameKind::Leaf { id });
+        Some(id)
+    }
+
+    /// The id of an instrumented method no entry of which has reached the agent: every entry's
+    /// first one does (a new edge), and learns its jmethodID, so its frames are all inside their
+    /// entry probe, which the JVM called out of (to load `lucce.Runtime` through a class loader
+    /// written in Java, for the first class that loader defined). The probe's first instruction
+    /// pushes the id, inline or as an Integer of the class's constant pool; the registry must
+    /// know that id under the frame's class, name and descriptor.
+    fn learn_entering(&self, f: &FrameInfo) -> Option<u32> {
+        let j = self.jvmti;
+        // Not through the bytecode cache: the frame may run code from before a rewrite (during
+        // the VMInit batch), whose bytecode must not stand for the method's later.
+        let push = crate::rewrite::probes::IntPush::read(&j.bytecodes(f.method).ok()?)?;
+        // The JVM calls out of an entry probe at its first call, right after the push.
+        if !(0..=i64::from(push.byte_len())).contains(&f.location) {
+            return None;
+        }
+        let id = push.value(|index| {
+            let (count, pool) = j.constant_pool(j.method_declaring_class(f.method).ok()?).ok()?;
+            crate::rewrite::pool_integer(&pool, count, index)
+        })?;
+        let id = u32::try_from(id).ok()?;
+        let sig = j.declaring_class_signature(f.method).ok()?;
+        let (class, _) = signature_class(&sig)?;
+        let (name, desc) = j.method_name(f.method).ok()?;
+        crate::hook::method_named(id, Some((class, &name, &desc)))?;
+        self.learn(f.method, id);
         Some(id)
     }
 

@@ -92,6 +92,26 @@ pub(crate) fn be_i32(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
+/// The Integer constant at `index` of a constant pool given as in a class file without its
+/// count (`count` is constant_pool_count), or None when there is no such entry.
+pub fn pool_integer(pool: &[u8], count: u16, index: u16) -> Option<i32> {
+    let (mut pos, mut i) = (0usize, 1u16);
+    while i < count {
+        let tag = *pool.get(pos)?;
+        let size = *CP_ENTRY_SIZE.get(tag as usize)? as usize;
+        if size == 0 {
+            return None;
+        }
+        if i == index {
+            return (tag == TAG_INTEGER).then(|| be_i32(pool, pos + 1)).flatten();
+        }
+        let utf8_len = if tag == TAG_UTF8 { be_u16(pool, pos + 1)? as usize } else { 0 };
+        pos += 1 + size + utf8_len;
+        i += 1 + matches!(tag, TAG_LONG | TAG_DOUBLE) as u16;
+    }
+    None
+}
+
 /// Per constant-pool tag: the size of the entry after its tag (for Utf8 without its bytes), 0
 /// for an unknown tag.
 static CP_ENTRY_SIZE: [u8; 21] = {
@@ -625,7 +645,32 @@ fn skip_element_value(r: &mut Reader<'_>, depth: u32) -> Option<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mutf8, to_mutf8};
+    use super::{mutf8, pool_integer, to_mutf8};
+
+    #[test]
+    fn integers_of_a_raw_pool() {
+        // 1: Utf8 "ab", 2: Integer 42, 3-4: Long (two slots), 5: Integer -7, 6: Class #1.
+        let pool = [
+            &[1, 0, 2, b'a', b'b'][..],
+            &[3, 0, 0, 0, 42],
+            &[5, 0, 0, 0, 0, 0, 0, 0, 9],
+            &[3, 0xFF, 0xFF, 0xFF, 0xF9],
+            &[7, 0, 1],
+        ]
+        .concat();
+        let count = 7;
+        assert_eq!(pool_integer(&pool, count, 2), Some(42));
+        assert_eq!(pool_integer(&pool, count, 5), Some(-7));
+        // Not Integers: Utf8, Long and its unusable second slot, Class; past the count.
+        for index in [0, 1, 3, 4, 6, 7, 100] {
+            assert_eq!(pool_integer(&pool, count, index), None, "{index}");
+        }
+        // A pool cut short, or with an unknown tag, has no entry past the damage.
+        assert_eq!(pool_integer(&pool[..12], count, 5), None);
+        let mut bad = pool.clone();
+        bad[5] = 2; // entry 2's tag
+        assert_eq!(pool_integer(&bad, count, 5), None);
+    }
 
     #[test]
     fn modified_utf8_round_trip() {

@@ -42,6 +42,7 @@ mod typesim;
 
 use std::cell::Cell;
 
+pub use classfile::pool_integer;
 use classfile::{assemble, mutf8, ClassFile, MAX_CP_COUNT};
 use pool::PoolEdit;
 

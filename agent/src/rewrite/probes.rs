@@ -164,6 +164,30 @@ impl IntPush {
         }
     }
 
+    /// The push at the start of `code`, if it is one of those the probes use. Every rewritten
+    /// method's code starts with its entry probe, whose first instruction pushes the method id.
+    pub fn read(code: &[u8]) -> Option<IntPush> {
+        let operand = |n: usize| code.get(1..1 + n);
+        Some(match *code.first()? {
+            op @ ICONST_0..=0x08 => IntPush::Const(op),
+            BIPUSH => IntPush::Byte(operand(1)?[0] as i8),
+            SIPUSH => IntPush::Short(i16::from_be_bytes(operand(2)?.try_into().ok()?)),
+            LDC => IntPush::Ldc(operand(1)?[0] as u16),
+            LDC_W => IntPush::Ldc(u16::from_be_bytes(operand(2)?.try_into().ok()?)),
+            _ => return None,
+        })
+    }
+
+    /// The value pushed, given the Integer constant at a pool index.
+    pub fn value(self, integer_at: impl FnOnce(u16) -> Option<i32>) -> Option<i32> {
+        match self {
+            IntPush::Const(op) => Some(op as i32 - ICONST_0 as i32),
+            IntPush::Byte(v) => Some(v as i32),
+            IntPush::Short(v) => Some(v as i32),
+            IntPush::Ldc(i) => integer_at(i),
+        }
+    }
+
     /// The instruction's bytes (the first `byte_len` of them).
     #[inline]
     fn bytes(self) -> [u8; 3] {
@@ -354,6 +378,27 @@ pub fn emit_site_with(out: &mut Vec<u8>, alloc: bool, push: IntPush, tail: &Site
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_pushes_read_back() {
+        // What a walk reads from the start of a method's code (recorder.rs, learn_entering).
+        let pool = |i: u16| (i == 40000).then_some(70_000);
+        for id in [0u32, 5, 6, 127, 128, 32767] {
+            let p = IntPush::inline(id).unwrap();
+            let code = [&p.bytes()[..p.byte_len() as usize], &[INVOKESTATIC, 1, 2]].concat();
+            let read = IntPush::read(&code).unwrap();
+            assert_eq!((read.byte_len(), read.value(pool)), (p.byte_len(), Some(id as i32)), "{id}");
+        }
+        for (i, len) in [(7u16, 2), (40000, 3)] {
+            let read = IntPush::read(&IntPush::Ldc(i).bytes()).unwrap();
+            assert_eq!(read.byte_len(), len);
+            assert_eq!(read.value(pool), pool(i));
+        }
+        // Not a push, or one cut short.
+        for code in [&[INVOKESTATIC, 0, 1][..], &[], &[SIPUSH, 1], &[LDC_W, 0], &[BIPUSH]] {
+            assert!(IntPush::read(code).is_none(), "{code:?}");
+        }
+    }
 
     #[test]
     fn lengths_match_emitted_bytes() {
