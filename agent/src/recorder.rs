@@ -963,9 +963,12 @@ impl Recorder {
         let j = self.jvmti;
         // Not through the bytecode cache: the frame may run code from before a rewrite (during
         // the VMInit batch), whose bytecode must not stand for the method's later.
-        let push = crate::rewrite::probes::IntPush::read(&j.bytecodes(f.method).ok()?)?;
-        // The JVM calls out of an entry probe at its first call, right after the push.
-        if !(0..=i64::from(push.byte_len())).contains(&f.location) {
+        let code = j.bytecodes(f.method).ok()?;
+        let push = crate::rewrite::probes::IntPush::read(&code)?;
+        // The probe's first call (`invokestatic` of `enter` or `leaf`) follows the push; the
+        // JVM calls out of the probe there.
+        let call_at = push.byte_len() as usize;
+        if code.get(call_at) != Some(&0xB8) || !(0..=call_at as i64).contains(&f.location) {
             return None;
         }
         let id = push.value(|index| {
