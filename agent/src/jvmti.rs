@@ -475,7 +475,6 @@ impl Jvmti {
         Ok(v)
     }
 
-    /// A method's bytecode as the VM runs it (`GetBytecodes`, slot 75: a copy the VM reconstitutes).
     /// The constant pool of `class` as in a class file, without its count, and that count
     /// (`GetConstantPool`, slot 146; needs `can_get_constant_pool`).
     pub fn constant_pool(self, class: jclass) -> Result<(u16, Box<[u8]>), Error> {
@@ -495,6 +494,7 @@ impl Jvmti {
         Ok((u16::try_from(count).unwrap_or(0), pool))
     }
 
+    /// A method's bytecode as the VM runs it (`GetBytecodes`, slot 75: a copy the VM reconstitutes).
     pub fn bytecodes(self, method: jmethodID) -> Result<Box<[u8]>, Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint, *mut *mut u8) -> JvmtiError;
         let f = jvmti_fn!(self, 75, F);

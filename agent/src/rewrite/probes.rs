@@ -122,6 +122,7 @@ pub enum IntPush {
 }
 
 const ICONST_0: u8 = 0x03;
+const ICONST_5: u8 = 0x08;
 const BIPUSH: u8 = 0x10;
 const SIPUSH: u8 = 0x11;
 const LDC: u8 = 0x12;
@@ -169,7 +170,7 @@ impl IntPush {
     pub fn read(code: &[u8]) -> Option<IntPush> {
         let operand = |n: usize| code.get(1..1 + n);
         Some(match *code.first()? {
-            op @ ICONST_0..=0x08 => IntPush::Const(op),
+            op @ ICONST_0..=ICONST_5 => IntPush::Const(op),
             BIPUSH => IntPush::Byte(operand(1)?[0] as i8),
             SIPUSH => IntPush::Short(i16::from_be_bytes(operand(2)?.try_into().ok()?)),
             LDC => IntPush::Ldc(operand(1)?[0] as u16),
