@@ -769,6 +769,13 @@ fn custom_class_loader() {
 }
 
 #[test]
+fn custom_class_loader_with_method_ids_past_sipush() {
+    Scenario::new("LiveLoaderHighIds")
+        .expect(&["loadClass-LiveLoadedA", "define-LiveLoadedA", "loadClass-lucce.Runtime", "loadedA-run-3", "loadedC-get"])
+        .run();
+}
+
+#[test]
 fn synchronized_default_bridge_enum_switch() {
     Scenario::new("LiveMisc")
         .expect(&[
