@@ -113,10 +113,9 @@ pub fn method_label(id: u32) -> Option<String> {
     t.methods.get(id as usize).and_then(|m| m.as_ref()).map(|m| format!("{}.{}{}", m.class(), m.name(), m.descriptor()))
 }
 
-/// Whether method id `id` is a leaf (`rewrite::MethodInfo::leaf`), and, given its internal class
-/// name, name and descriptor, that method.
-pub fn is_leaf(id: u32, named: Option<(&str, &str, &str)>) -> bool {
-    method_named(id, named) == Some(true)
+/// Whether method id `id` is a leaf (`rewrite::MethodInfo::leaf`).
+pub fn is_leaf(id: u32) -> bool {
+    method_named(id, None) == Some(true)
 }
 
 /// Whether method id `id`, given its internal class name, name and descriptor, is that method

@@ -105,7 +105,6 @@ pub struct Capabilities {
 
 impl Capabilities {
     pub const GET_BYTECODES: u32 = 3;
-    pub const GET_CONSTANT_POOL: u32 = 35;
     pub const SIGNAL_THREAD: u32 = 10;
     pub const GET_SOURCE_FILE_NAME: u32 = 11;
     pub const GET_LINE_NUMBERS: u32 = 12;
@@ -113,6 +112,7 @@ impl Capabilities {
     pub const SUSPEND: u32 = 20;
     pub const GENERATE_METHOD_ENTRY_EVENTS: u32 = 24;
     pub const GENERATE_ALL_CLASS_HOOK_EVENTS: u32 = 26;
+    pub const GET_CONSTANT_POOL: u32 = 35;
     pub const RETRANSFORM_CLASSES: u32 = 37;
     pub const RETRANSFORM_ANY_CLASS: u32 = 38;
 

@@ -736,7 +736,7 @@ impl Recorder {
                         FrameKind::Instrumented { id, ctx_slot } => {
                             match self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee) {
                                 Some(caller) => return caller,
-                                None => id, // its version is unknown: as a leaf's context
+                                None => id, // no context in its locals: as a leaf's
                             }
                         }
                         FrameKind::Leaf { id } => id,
@@ -851,8 +851,9 @@ impl Recorder {
         // locals (no real frame has version 0; only the virtual roots do). The frame's context
         // is then computed as a leaf's, from its caller, as its entry did or will: exact, since
         // the caller stays at that call while the frame lives.
+        // A frame entered while its thread's tid was 0 has [`UNKNOWN_VERSION`]: the same.
         let not_stored = |r: &Result<jlong, JvmtiError>| matches!(r, Err(JvmtiError(JVMTI_ERROR_INVALID_SLOT)));
-        if not_stored(&c) && not_stored(&v) || matches!(v, Ok(0)) {
+        if not_stored(&c) && not_stored(&v) || matches!(v, Ok(v) if v == 0 || v as u64 == UNKNOWN_VERSION) {
             return None;
         }
         let (Ok(c), Ok(v)) = (c, v) else {
@@ -871,9 +872,6 @@ impl Recorder {
             }
             return Some(Caller::Truncated);
         };
-        if v as u64 == UNKNOWN_VERSION {
-            return None;
-        }
         let ctx = Context { c: c as u64, v: v as u64 };
         Some(match own {
             Some((site, pc)) if pc == ctx && call_site_allowed(site) => Caller::Frame { site, ctx },
@@ -943,14 +941,7 @@ impl Recorder {
         let j = self.jvmti;
         let mark_slot = j.max_locals(f.method).ok()? - jint::from(crate::rewrite::probes::LEAF_EXTRA_LOCALS);
         let id = u32::try_from(j.local_int(depth, mark_slot).ok()?).ok()?;
-        let sig = j.declaring_class_signature(f.method).ok()?;
-        let (class, _) = signature_class(&sig)?;
-        let (name, desc) = j.method_name(f.method).ok()?;
-        if !crate::hook::is_leaf(id, Some((class, &name, &desc))) {
-            return None;
-        }
-        self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(f.method as usize, FrameKind::Leaf { id });
-        Some(id)
+        self.learn_if_named(f.method, id, true)
     }
 
     /// The id of an instrumented method no entry of which has reached the agent: every entry's
@@ -975,12 +966,21 @@ impl Recorder {
             let (count, pool) = j.constant_pool(j.method_declaring_class(f.method).ok()?).ok()?;
             crate::rewrite::pool_integer(&pool, count, index)
         })?;
-        let id = u32::try_from(id).ok()?;
-        let sig = j.declaring_class_signature(f.method).ok()?;
+        self.learn_if_named(f.method, u32::try_from(id).ok()?, false)
+    }
+
+    /// Learns that frames of `m` belong to method `id`, and returns it, if the rewriter
+    /// registered `id` under `m`'s class, name and descriptor (and as a leaf, with `leaf`).
+    fn learn_if_named(&self, m: jmethodID, id: u32, leaf: bool) -> Option<u32> {
+        let j = self.jvmti;
+        let sig = j.declaring_class_signature(m).ok()?;
         let (class, _) = signature_class(&sig)?;
-        let (name, desc) = j.method_name(f.method).ok()?;
-        crate::hook::method_named(id, Some((class, &name, &desc)))?;
-        self.learn(f.method, id);
+        let (name, desc) = j.method_name(m).ok()?;
+        let is_leaf = crate::hook::method_named(id, Some((class, &name, &desc)))?;
+        if leaf && !is_leaf {
+            return None;
+        }
+        self.learn(m, id);
         Some(id)
     }
 
@@ -997,7 +997,7 @@ impl Recorder {
         if matches!(known, Some(FrameKind::Instrumented { id: k, .. } | FrameKind::Leaf { id: k }) if k == id) {
             return;
         }
-        let kind = if crate::hook::is_leaf(id, None) {
+        let kind = if crate::hook::is_leaf(id) {
             FrameKind::Leaf { id }
         } else {
             let Ok(max) = self.jvmti.max_locals(m) else { return };
