@@ -137,7 +137,7 @@ pub fn site_target(site: u32) -> Option<u64> {
 /// The method and line of a site the rewriter registered.
 pub fn site_position(site: u32) -> Option<(u32, i32)> {
     let t = agent()?.registry.tables();
-    t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| (s.method, s.line))
+    t.sites.get(site as usize).and_then(|s| s.as_ref()).map(|s| (s.method, s.line()))
 }
 
 /// `private static native byte[] hidden0(byte[])` of `lucce/Runtime`, found by the VM's native

@@ -136,10 +136,10 @@ pub struct Recorder {
     sample: u64,
     verify: u64,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
-    /// jmethodID → its bytecode (walks look up the opcode under a frame; GetBytecodes copies
-    /// and reconstitutes the whole method, so once per method: it was 2.7% of FOP's CPU time
-    /// when done once per location).
-    bytecodes: Mutex<FxHashMap<usize, Box<[u8]>>>,
+    /// jmethodID → what each byte of its bytecode is, as [`OpKinds`] (walks look up the opcode
+    /// under a frame; GetBytecodes copies and reconstitutes the whole method, so once per
+    /// method: it was 2.7% of FOP's CPU time when done once per location).
+    op_kinds: Mutex<FxHashMap<usize, OpKinds>>,
     /// ⟨method, location⟩ → location site.
     location_sites: Mutex<FxHashMap<(u32, i64), u32>>,
     /// method → the location site of its entry probe (sample events).
@@ -167,15 +167,26 @@ struct RuntimeHelpers {
     thread_name: usize,
 }
 
-/// A set of site ids readable without a lock (one bit per site, 2 MiB).
-struct SiteBits(Vec<AtomicU64>);
+/// A set of site ids readable without a lock (one bit per site, 2 MiB of address space; only
+/// the pages of words with a bit set become resident).
+struct SiteBits(Box<[AtomicU64]>);
 
 impl SiteBits {
     /// Sites beyond are never in the set (their API calls take the walk: slower, still exact).
     const SITES: usize = 1 << 24;
 
     fn new() -> SiteBits {
-        SiteBits((0..Self::SITES / 64).map(|_| AtomicU64::new(0)).collect())
+        const WORDS: usize = SiteBits::SITES / 64;
+        let layout = std::alloc::Layout::array::<AtomicU64>(WORDS).expect("2 MiB fits a layout");
+        // SAFETY: the layout's size is not zero. Zeroed memory is a valid AtomicU64 (the same
+        // bit validity as u64), and a zeroed allocation leaves the pages untouched (calloc).
+        let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `p` holds WORDS initialized AtomicU64s, allocated by the global allocator with
+        // the layout of [AtomicU64; WORDS], which is what the Box frees with.
+        SiteBits(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, WORDS)) })
     }
 
     fn insert(&self, site: u32) {
@@ -444,6 +455,49 @@ struct ThreadState {
     tokens: RefCell<Option<TokenCache>>,
 }
 
+/// What a walk needs to know of an opcode (`Recorder::at_call`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    /// invokevirtual, invokespecial, invokestatic, invokeinterface, invokedynamic.
+    Invoke,
+    /// `return` (void).
+    Return,
+    Other,
+}
+
+/// The [`OpKind`] of every byte of a method's bytecode, two bits each: a quarter of the
+/// bytecode's size, for every method a walk has passed.
+struct OpKinds {
+    bits: Box<[u8]>,
+    len: usize,
+}
+
+impl OpKinds {
+    fn of(code: &[u8]) -> OpKinds {
+        let mut bits = vec![0u8; code.len().div_ceil(4)].into_boxed_slice();
+        for (i, &op) in code.iter().enumerate() {
+            let kind = match op {
+                0xB6..=0xBA => 1,
+                0xB1 => 2,
+                _ => 0,
+            };
+            bits[i / 4] |= kind << (2 * (i % 4));
+        }
+        OpKinds { bits, len: code.len() }
+    }
+
+    fn get(&self, i: usize) -> Option<OpKind> {
+        if i >= self.len {
+            return None;
+        }
+        Some(match (self.bits[i / 4] >> (2 * (i % 4))) & 3 {
+            1 => OpKind::Invoke,
+            2 => OpKind::Return,
+            _ => OpKind::Other,
+        })
+    }
+}
+
 thread_local! {
     static TLS: ThreadState = const {
         ThreadState {
@@ -528,7 +582,7 @@ impl Recorder {
             sample: options.sample,
             verify: options.verify,
             frames: RwLock::new(FxHashMap::default()),
-            bytecodes: Mutex::new(FxHashMap::default()),
+            op_kinds: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
             entry_sites: Mutex::new(FxHashMap::default()),
             tokens: Mutex::new(FxHashMap::default()),
@@ -865,7 +919,7 @@ impl Recorder {
                 let pending_method = pending.map(|(site, _)| crate::hook::site_method(site));
                 diag!(
                     Info,
-                    "recorder: truncated: cannot read the context locals of method {id} {name:?} at depth {depth} slot {ctx_slot} (bci {} opcode {op:?}, direct {direct}, pending site's method {pending_method:?}): {:?}",
+                    "recorder: truncated: cannot read the context locals of method {id} {name:?} at depth {depth} slot {ctx_slot} (bci {} opcode kind {op:?}, direct {direct}, pending site's method {pending_method:?}): {:?}",
                     f.location,
                     (c, v)
                 );
@@ -884,17 +938,17 @@ impl Recorder {
     /// `Finalizer.register` (the rewriter puts a call probe only there before a `return`).
     fn at_call(&self, m: jmethodID, location: i64, site: u32) -> bool {
         match self.opcode_at(m, location) {
-            Some(0xB6..=0xBA) => true,
-            Some(0xB1) => crate::hook::site_target(site) == Some(crate::rewrite::finalizer_register_key()),
+            Some(OpKind::Invoke) => true,
+            Some(OpKind::Return) => crate::hook::site_target(site) == Some(crate::rewrite::finalizer_register_key()),
             _ => false,
         }
     }
 
-    /// The opcode at `location` of method `m`, when its bytecode is readable.
-    fn opcode_at(&self, m: jmethodID, location: i64) -> Option<u8> {
-        let mut cache = lock(&self.bytecodes);
-        let code = cache.entry(m as usize).or_insert_with(|| self.jvmti.bytecodes(m).unwrap_or_default());
-        usize::try_from(location).ok().and_then(|l| code.get(l).copied())
+    /// The kind of the opcode at `location` of method `m`, when its bytecode is readable.
+    fn opcode_at(&self, m: jmethodID, location: i64) -> Option<OpKind> {
+        let mut cache = lock(&self.op_kinds);
+        let kinds = cache.entry(m as usize).or_insert_with(|| OpKinds::of(&self.jvmti.bytecodes(m).unwrap_or_default()));
+        kinds.get(usize::try_from(location).ok()?)
     }
 
     /// What a frame's method is (cached by jmethodID; instrumented methods are learned at entry).
@@ -1344,6 +1398,24 @@ extern "C" fn context(_env: *mut JniEnv, _cls: jclass) -> jlong {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every byte reads back as its kind (five invokes, the void return, the rest), at every
+    /// position in its byte of two-bit kinds; past the end there is none.
+    #[test]
+    fn op_kinds_read_back() {
+        let code: Vec<u8> = (0..=255u8).chain([0xB6, 0xB1, 0xBA, 0x00, 0xB0, 0xB7]).collect();
+        let kinds = OpKinds::of(&code);
+        for (i, &op) in code.iter().enumerate() {
+            let want = match op {
+                0xB6..=0xBA => OpKind::Invoke,
+                0xB1 => OpKind::Return,
+                _ => OpKind::Other,
+            };
+            assert_eq!(kinds.get(i), Some(want), "byte {i} (opcode {op:#x})");
+        }
+        assert_eq!(kinds.get(code.len()), None);
+        assert_eq!(OpKinds::of(&[]).get(0), None);
+    }
 
     /// A page of exclusive slots goes back to the system when the last of its 64 threads ends,
     /// not before; and slot 0 (the sink) is no thread's home.

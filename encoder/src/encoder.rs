@@ -109,7 +109,8 @@ pub struct EncoderConfig {
     /// `recomputed_stay_edges` edges of a callee are never kept): past this, a sixteenth of them
     /// is forgotten, and a forgotten one is computed again when an entry needs it, which logs
     /// nothing. They grow with the graph versions that anchored callers have (javac: 170 MB).
-    /// Default 2^19.
+    /// Default 2^16: at 2^19 jython kept 219k stays in 5.5 MB of table, and with 2^16 it, FOP and
+    /// javac ran no slower (docs/performance-log.md, stop 40).
     pub stay_memo_capacity: usize,
     /// Results the locked memo keeps at full width (about 40 bytes each): in practice the links
     /// of anchored callers, one set per anchored version, so they grow with the anchors; past
@@ -126,7 +127,7 @@ impl Default for EncoderConfig {
             anchor_cache_capacity: 1 << 14,
             recomputed_stay_edges: 16,
             anchor_memo_capacity: 1 << 18,
-            stay_memo_capacity: 1 << 19,
+            stay_memo_capacity: 1 << 16,
             wide_memo_capacity: 1 << 18,
         }
     }
