@@ -363,9 +363,10 @@ impl Slots {
 
 /// Slow entries a thread makes before it gets an answer table ([`AnswerCaches`]): a thread that
 /// enters few methods (the JVM's reference handler, finalizer and cleaner threads) would touch
-/// a whole table, 2 MiB on a huge page, for nothing, and a thread at work makes thousands of
-/// slow entries while it warms up.
-const ANSWER_TABLE_AFTER: u32 = 256;
+/// a whole table, 2 MiB on a huge page, for nothing, and a thread at work makes hundreds of
+/// thousands of slow entries while it warms up (jython's main thread over a million; its two
+/// helper threads 500 to 2,000 each, which got tables at 256).
+const ANSWER_TABLE_AFTER: u32 = 4096;
 
 /// The threads' answer caches (agent/java/lucce/Runtime.java, memo): one per thread that owns
 /// its home slot and made [`ANSWER_TABLE_AFTER`] slow entries, `entries` of 32 bytes each,
