@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 // The integration tests' helpers (class-file collection).
 #[path = "../tests/rewrite_common/mod.rs"]
@@ -34,7 +34,7 @@ mod rewrite_common;
 
 use lucce_agent::hook::{Arrival, HookState};
 use lucce_agent::options::Options;
-use lucce_agent::registry::{MethodRecord, Registry, SiteRecord};
+use lucce_agent::registry::Registry;
 use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
 use lucce_agent::summary::Stats;
 
@@ -179,16 +179,6 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool,
     let mut flush = if cold { vec![0u8; 4 << 20] } else { Vec::new() };
     for pass in 0..passes.max(1) {
         let registry = Registry::new();
-        // The first pass's records as published (the tables keep less of a site than this).
-        let published: Arc<Mutex<(Vec<MethodRecord>, Vec<SiteRecord>)>> = Arc::default();
-        if pass == 0 {
-            let into = Arc::clone(&published);
-            registry.set_sink(Box::new(move |methods, sites| {
-                let mut p = into.lock().unwrap();
-                p.0.extend(methods.iter().map(|(_, m)| m.clone()));
-                p.1.extend(sites.iter().map(|&(_, s)| s));
-            }));
-        }
         let stats = Mutex::new(Stats::default());
         let hooked_early = Mutex::new(None::<HashSet<String>>);
         let state = HookState { options, registry: &registry, stats: &stats, recorder: None, hooked_early: &hooked_early };
@@ -218,11 +208,10 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool,
         times.push((t.elapsed() - flushed).as_secs_f64() * 1e6 / classes.len() as f64);
         if pass == 0 {
             let t = registry.tables();
-            let p = published.lock().unwrap();
-            for m in &p.0 {
+            for m in t.methods.iter().flatten() {
                 h.write(format!("{}|{}|{}|{:?}|{}", m.class(), m.name(), m.descriptor(), m.source_file(), m.access_flags).as_bytes());
             }
-            for s in &p.1 {
+            for s in t.sites.iter().flatten() {
                 h.write(format!("{s:?}").as_bytes());
             }
             let mut s = stats.lock().unwrap().clone();
