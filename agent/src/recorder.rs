@@ -60,6 +60,8 @@ use rustc_hash::FxHashMap;
 use crate::diag;
 use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, signature_class, Error as JvmtiError, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod, JVMTI_ERROR_INVALID_SLOT};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
+use crate::rewrite::probes::INVOKESTATIC;
+use crate::rewrite::{is_invoke, OP_RETURN};
 
 /// Events a thread buffers before handing them to the writer.
 const BUFFER_EVENTS: usize = 1024;
@@ -478,8 +480,8 @@ impl OpKinds {
         let mut bits = vec![0u8; code.len().div_ceil(4)].into_boxed_slice();
         for (i, &op) in code.iter().enumerate() {
             let kind = match op {
-                0xB6..=0xBA => 1,
-                0xB1 => 2,
+                _ if is_invoke(op) => 1,
+                OP_RETURN => 2,
                 _ => 0,
             };
             bits[i / 4] |= kind << (2 * (i % 4));
@@ -1014,7 +1016,7 @@ impl Recorder {
         // The probe's first call (`invokestatic` of `enter` or `leaf`) follows the push; the
         // JVM calls out of the probe there.
         let call_at = push.byte_len() as usize;
-        if code.get(call_at) != Some(&0xB8) || !(0..=call_at as i64).contains(&f.location) {
+        if code.get(call_at) != Some(&INVOKESTATIC) || !(0..=call_at as i64).contains(&f.location) {
             return None;
         }
         let id = push.value(|index| {

@@ -93,23 +93,11 @@ pub(crate) fn be_i32(b: &[u8], at: usize) -> Option<i32> {
 }
 
 /// The Integer constant at `index` of a constant pool given as in a class file without its
-/// count (`count` is constant_pool_count), or None when there is no such entry.
+/// count (`count` is constant_pool_count), or None when there is no such entry or the pool does
+/// not parse.
 pub fn pool_integer(pool: &[u8], count: u16, index: u16) -> Option<i32> {
-    let (mut pos, mut i) = (0usize, 1u16);
-    while i < count {
-        let tag = *pool.get(pos)?;
-        let size = *CP_ENTRY_SIZE.get(tag as usize)? as usize;
-        if size == 0 {
-            return None;
-        }
-        if i == index {
-            return (tag == TAG_INTEGER).then(|| be_i32(pool, pos + 1)).flatten();
-        }
-        let utf8_len = if tag == TAG_UTF8 { be_u16(pool, pos + 1)? as usize } else { 0 };
-        pos += 1 + size + utf8_len;
-        i += 1 + matches!(tag, TAG_LONG | TAG_DOUBLE) as u16;
-    }
-    None
+    let (cp, _) = ConstPool::parse(pool, 0, count as usize, PoolBuffers::default()).ok()?;
+    be_i32(pool, cp.body(index, TAG_INTEGER)?)
 }
 
 /// Per constant-pool tag: the size of the entry after its tag (for Utf8 without its bytes), 0
@@ -148,6 +136,48 @@ pub(crate) struct ConstPool<'a> {
 }
 
 impl<'a> ConstPool<'a> {
+    /// Indexes the constant pool of `count` slots (constant_pool_count) that starts at `start` in
+    /// `bytes`, into reused buffers; returns it and the offset just past it.
+    #[inline(always)]
+    pub fn parse(bytes: &'a [u8], start: usize, count: usize, bufs: PoolBuffers) -> Result<(Self, usize), RewriteError> {
+        let PoolBuffers { mut tags, mut offs } = bufs;
+        tags.clear();
+        tags.resize(count, 0);
+        offs.clear();
+        offs.resize(count, 0);
+        let mut has_runtime_name = false;
+        let truncated = malformed("truncated constant pool");
+        // Branch-free per entry but for errors (tags come in no predictable order): the size
+        // comes from a table, a Utf8 entry adds the length that follows its tag.
+        let mut pos = start;
+        let mut i = 1;
+        while i < count {
+            let tag = *bytes.get(pos).ok_or(truncated.clone())?;
+            let size = CP_ENTRY_SIZE.get(tag as usize).copied().unwrap_or(0) as usize;
+            if size == 0 {
+                return Err(malformed("unknown constant-pool tag"));
+            }
+            let body = pos + 1;
+            tags[i] = tag;
+            offs[i] = body as u32;
+            // Read for every tag and used for Utf8 only; a Utf8 entry without the two bytes
+            // fails the end check below.
+            let len = be_u16(bytes, body).unwrap_or(0) as usize;
+            let utf8_len = if tag == TAG_UTF8 { len } else { 0 };
+            let end = body + size + utf8_len;
+            if end > bytes.len() {
+                return Err(truncated);
+            }
+            if utf8_len == RUNTIME_CLASS.len() {
+                has_runtime_name |= &bytes[body + 2..end] == RUNTIME_CLASS.as_bytes();
+            }
+            pos = end;
+            // Long and Double take two slots; the second is unusable.
+            i += 1 + matches!(tag, TAG_LONG | TAG_DOUBLE) as usize;
+        }
+        Ok((ConstPool { bytes, tags, offs, has_runtime_name }, pos))
+    }
+
     /// Number of slots as the class file states it (`constant_pool_count`).
     pub fn count(&self) -> u32 {
         self.tags.len() as u32
@@ -330,44 +360,8 @@ impl<'a> ClassFile<'a> {
         if count == 0 {
             return Err(malformed("constant_pool_count is 0"));
         }
-        let PoolBuffers { mut tags, mut offs } = bufs;
-        tags.clear();
-        tags.resize(count, 0);
-        offs.clear();
-        offs.resize(count, 0);
-        let mut has_runtime_name = false;
-        let truncated = malformed("truncated constant pool");
-        // Branch-free per entry but for errors (tags come in no predictable order): the size
-        // comes from a table, a Utf8 entry adds the length that follows its tag.
-        let mut pos = r.pos;
-        let mut i = 1;
-        while i < count {
-            let tag = *bytes.get(pos).ok_or(truncated.clone())?;
-            let size = CP_ENTRY_SIZE.get(tag as usize).copied().unwrap_or(0) as usize;
-            if size == 0 {
-                return Err(malformed("unknown constant-pool tag"));
-            }
-            let body = pos + 1;
-            tags[i] = tag;
-            offs[i] = body as u32;
-            // Read for every tag and used for Utf8 only; a Utf8 entry without the two bytes
-            // fails the end check below.
-            let len = be_u16(bytes, body).unwrap_or(0) as usize;
-            let utf8_len = if tag == TAG_UTF8 { len } else { 0 };
-            let end = body + size + utf8_len;
-            if end > bytes.len() {
-                return Err(truncated);
-            }
-            if utf8_len == RUNTIME_CLASS.len() {
-                has_runtime_name |= &bytes[body + 2..end] == RUNTIME_CLASS.as_bytes();
-            }
-            pos = end;
-            // Long and Double take two slots; the second is unusable.
-            i += 1 + matches!(tag, TAG_LONG | TAG_DOUBLE) as usize;
-        }
-        r.pos = pos;
-        let cp_end = r.pos;
-        let cp = ConstPool { bytes, tags, offs, has_runtime_name };
+        let (cp, cp_end) = ConstPool::parse(bytes, r.pos, count, bufs)?;
+        r.pos = cp_end;
         let _access = r.u2().ok_or(malformed("truncated class header"))?;
         let this_class = r.u2().ok_or(malformed("truncated class header"))?;
         let _super = r.u2().ok_or(malformed("truncated class header"))?;

@@ -30,6 +30,8 @@ pub(crate) const OP_GOTO: u8 = 0xA7;
 pub(crate) const OP_JSR: u8 = 0xA8;
 pub(crate) const OP_TABLESWITCH: u8 = 0xAA;
 pub(crate) const OP_LOOKUPSWITCH: u8 = 0xAB;
+/// `return` (void).
+pub(crate) const OP_RETURN: u8 = 0xB1;
 pub(crate) const OP_NEW: u8 = 0xBB;
 pub(crate) const OP_WIDE: u8 = 0xC4;
 pub(crate) const OP_GOTO_W: u8 = 0xC8;

@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use super::classfile::{be_u16, for_each_attr, ConstPool, Reader, MAX_CP_COUNT};
-use super::code::{self, Decoded, Kind, Layout, Probe, Pushes, OP_GOTO, OP_JSR};
+use super::code::{self, Decoded, Kind, Layout, Probe, Pushes, OP_GOTO, OP_JSR, OP_RETURN};
 use super::frames::{self, Frames};
 use super::pool::PoolEdit;
 use super::probes::{self, IntPush, ProbeLocals};
@@ -126,9 +126,6 @@ fn attr_kind(kinds: &mut Vec<u8>, cp: &ConstPool<'_>, name: u16) -> u8 {
     kind
 }
 
-/// `return` (void).
-const RETURN: u8 = 0xB1;
-
 fn bad_table(what: &'static str) -> SkipReason {
     SkipReason::MalformedTable(what)
 }
@@ -228,7 +225,7 @@ pub(crate) fn rewrite_method<'a>(
         // (RegisterFinalizersAtInit): a call probe there gives that upcall the frame's record,
         // where it would otherwise walk and read the frame's locals, a safepoint each, for
         // every finalizable object (jython: almost all of its walks).
-        for ins in d.insns.iter_mut().filter(|ins| ins.op == RETURN) {
+        for ins in d.insns.iter_mut().filter(|ins| ins.op == OP_RETURN) {
             ins.probe = Probe::Call;
             d.nprobes += 1;
         }
@@ -375,7 +372,7 @@ pub(crate) fn rewrite_method<'a>(
         }
         let line = line_at(&s.lines, has_lnt, lp, ins.off);
         let (api, target) = match kind {
-            SiteKind::Call if ins.op == RETURN => (false, super::finalizer_register_key()),
+            SiteKind::Call if ins.op == OP_RETURN => (false, super::finalizer_register_key()),
             SiteKind::Call => invoke_target(code, ins.off, &pool.cp, &mut s.targets),
             SiteKind::Alloc => (false, super::ANY_TARGET),
         };
@@ -549,7 +546,6 @@ pub(crate) fn rewrite_method<'a>(
 /// when unreadable).
 #[inline]
 fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets) -> (bool, u64) {
-    const INVOKESTATIC: u8 = 0xB8;
     const INVOKEDYNAMIC: u8 = 0xBA;
     let o = off as usize;
     let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return (false, super::ANY_TARGET) };
@@ -572,7 +568,7 @@ fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets)
             t
         }
     };
-    (op == INVOKESTATIC && t.lucce_api, t.key)
+    (op == probes::INVOKESTATIC && t.lucce_api, t.key)
 }
 
 impl Target {

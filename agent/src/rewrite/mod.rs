@@ -43,6 +43,8 @@ mod typesim;
 use std::cell::Cell;
 
 pub use classfile::pool_integer;
+/// For walks, which look at the instruction a frame is at.
+pub(crate) use code::{is_invoke, OP_RETURN};
 use classfile::{assemble, mutf8, ClassFile, MAX_CP_COUNT};
 use pool::PoolEdit;
 
