@@ -132,7 +132,7 @@ fn end_to_end(release: &str) {
     for s in &stats {
         assert!(s.unchanged_reason.is_none());
         for (m, why) in &s.skipped {
-            skipped.push((s.class_name.clone(), m.clone(), why.clone()));
+            skipped.push((s.class_name.clone(), m.clone(), *why));
         }
     }
     assert_eq!(

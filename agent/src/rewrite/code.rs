@@ -568,19 +568,69 @@ pub(crate) struct Pushes<'a> {
     pub site: &'a [Option<IntPush>],
 }
 
-/// Appends `run`, which is `code[off..]`'s first bytes. A short run (most are) is copied as a
-/// fixed 16 bytes and cut back to its length: two moves instead of a call of memcpy.
-#[inline]
-fn copy_run(out: &mut Vec<u8>, code: &[u8], off: usize, run: &[u8]) {
-    if run.len() <= 16 {
-        if let Some(chunk) = code.get(off..).and_then(|c| c.first_chunk::<16>()) {
-            let end = out.len() + run.len();
-            out.extend_from_slice(chunk);
-            out.truncate(end);
-            return;
-        }
+/// The new code array as it is written: a buffer sized beforehand (see [`emit`]) and a position.
+/// Stores go through a slice and a local position, where `Vec` pushes would reload the vector's
+/// length and capacity after every byte stored (a `u8` store may alias them); and pieces are
+/// written as fixed-size stores cut back to their length (no memcpy calls), which needs
+/// [`CodeBuf::SLACK`] bytes past the end of the real code.
+pub(crate) struct CodeBuf<'b> {
+    buf: &'b mut [u8],
+    pos: usize,
+}
+
+impl<'b> CodeBuf<'b> {
+    /// The most any fixed-size store writes past the bytes it keeps: a 16-byte run copy of a
+    /// 1-byte run, or the entry probe's store.
+    pub const SLACK: usize = if probes::ENTRY_OVERRUN > 15 { probes::ENTRY_OVERRUN } else { 15 };
+
+    pub fn new(buf: &'b mut [u8]) -> Self {
+        CodeBuf { buf, pos: 0 }
     }
-    out.extend_from_slice(run);
+
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Stores all of `bytes` and keeps the first `len`.
+    #[inline]
+    pub fn put<const N: usize>(&mut self, bytes: [u8; N], len: usize) {
+        self.buf[self.pos..self.pos + N].copy_from_slice(&bytes);
+        self.pos += len;
+    }
+
+    /// Stores `n` zero bytes (the buffer starts zeroed, but a fixed-size store past the end of
+    /// an earlier piece may have written there).
+    #[inline]
+    pub fn zeros(&mut self, n: usize) {
+        self.buf[self.pos..self.pos + n].fill(0);
+        self.pos += n;
+    }
+
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+
+    /// Stores `run`, which is `code[off..]`'s first bytes: a short run (most are) as a fixed
+    /// 16 bytes of `code` cut back to its length.
+    #[inline]
+    fn run(&mut self, code: &[u8], off: usize, run: &[u8]) {
+        if run.len() <= 16 {
+            if let Some(chunk) = code.get(off..).and_then(|c| c.first_chunk::<16>()) {
+                self.put(*chunk, run.len());
+                return;
+            }
+        }
+        self.slice(run);
+    }
+
+    #[inline]
+    fn slice(&mut self, s: &[u8]) {
+        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.pos += s.len();
+    }
 }
 
 /// Appends the new code array to `out` (on error, maybe part of it), and records where it put
@@ -596,90 +646,93 @@ pub(crate) fn emit(
     refs: &RuntimeRefs,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
-    let base = out.len();
-    lay.start.clear();
-    lay.fixups.clear();
-    probes::emit_entry(out, pushes.method, locals, refs);
-    let tail = probes::SiteTail::new(locals, refs);
     let bad = SkipReason::MalformedCode("emit");
-    // Appends a placeholder for a displacement from `origin` to old offset `target`.
-    let mut branch = |out: &mut Vec<u8>, origin: u32, target: u32, wide: bool| {
-        let at = (out.len() - base) as u32;
-        lay.fixups.push(Fixup { at, origin, target, wide });
-        out.extend_from_slice(if wide { &[0; 4] } else { &[0; 2] });
+    if pushes.site.len() != d.insns.len() {
+        return Err(bad);
+    }
+    // The largest code the segments can give: every probe at its longest, every segment 5
+    // bytes longer (a conditional branch widened from 3 to 8 bytes; a switch gains at most 3
+    // bytes of padding), plus the entry probe.
+    let bound = d.code_len as usize
+        + d.nprobes as usize * probes::MAX_SITE_LEN as usize
+        + d.insns.len() * 5
+        + probes::entry_len(pushes.method, locals) as usize;
+    let base = out.len();
+    out.resize(base + bound + CodeBuf::SLACK, 0);
+    let mut w = CodeBuf::new(&mut out[base..]);
+    lay.start.clear();
+    lay.start.resize(d.insns.len() + 1, 0);
+    lay.fixups.clear();
+    probes::emit_entry(&mut w, pushes.method, locals, refs);
+    let tail = probes::SiteTail::new(locals, refs);
+    // Writes a placeholder for a displacement from `origin` to old offset `target`.
+    let mut branch = |w: &mut CodeBuf<'_>, origin: u32, target: u32, wide: bool| {
+        lay.fixups.push(Fixup { at: w.pos() as u32, origin, target, wide });
+        w.put([0; 4], if wide { 4 } else { 2 });
     };
-    for (i, ins) in d.insns.iter().enumerate() {
-        lay.start.push((out.len() - base) as u32);
-        let push = pushes.site.get(i).copied().flatten();
+    for ((ins, start), push) in d.insns.iter().zip(lay.start.iter_mut()).zip(pushes.site) {
+        *start = w.pos() as u32;
         if ins.probe == Probe::Call {
-            probes::emit_site_with(out, false, push.ok_or(bad.clone())?, &tail);
+            probes::emit_site_with(&mut w, false, push.ok_or(bad)?, &tail);
         }
-        let at = (out.len() - base) as u32;
+        let at = w.pos() as u32;
         let off = ins.off as usize;
-        let orig = code.get(off..off + ins.len as usize).ok_or(bad.clone())?;
         match ins.kind {
-            Kind::Plain => copy_run(out, code, off, orig),
+            Kind::Plain => w.run(code, off, code.get(off..off + ins.len as usize).ok_or(bad)?),
             Kind::Branch | Kind::BranchW => {
                 if ins.kind == Kind::BranchW {
-                    out.push(ins.op);
-                    branch(out, at, ins.target, true);
+                    w.byte(ins.op);
+                    branch(&mut w, at, ins.target, true);
                 } else if !ins.wide {
-                    out.push(ins.op);
-                    branch(out, at, ins.target, false);
+                    w.byte(ins.op);
+                    branch(&mut w, at, ins.target, false);
                 } else if matches!(ins.op, OP_GOTO | OP_JSR) {
-                    out.push(if ins.op == OP_GOTO {
-                        OP_GOTO_W
-                    } else {
-                        OP_JSR_W
-                    });
-                    branch(out, at, ins.target, true);
+                    w.byte(if ins.op == OP_GOTO { OP_GOTO_W } else { OP_JSR_W });
+                    branch(&mut w, at, ins.target, true);
                 } else {
                     // if!cond +8 (skip the goto_w); goto_w target.
-                    out.push(invert(ins.op));
-                    out.extend_from_slice(&8i16.to_be_bytes());
-                    out.push(OP_GOTO_W);
-                    branch(out, at + 3, ins.target, true);
+                    let [h, l] = 8i16.to_be_bytes();
+                    w.put([invert(ins.op), h, l, OP_GOTO_W], 4);
+                    branch(&mut w, at + 3, ins.target, true);
                 }
             }
             Kind::Switch => {
-                out.push(ins.op);
-                for _ in 0..switch_pad(at) {
-                    out.push(0);
-                }
+                w.byte(ins.op);
+                w.put([0; 3], switch_pad(at) as usize);
                 let base = ins.off + 1 + switch_pad(ins.off);
                 let tg = d
                     .targets
                     .get(ins.target as usize..(ins.target + ins.ntargets) as usize)
-                    .ok_or(bad.clone())?;
-                branch(out, at, tg[0], true);
-                let rest = code
-                    .get(base as usize + 4..off + ins.len as usize)
-                    .ok_or(bad.clone())?;
+                    .ok_or(bad)?;
+                branch(&mut w, at, tg[0], true);
+                let rest = code.get(base as usize + 4..off + ins.len as usize).ok_or(bad)?;
                 if ins.op == OP_TABLESWITCH {
-                    out.extend_from_slice(rest.get(..8).ok_or(bad.clone())?); // low, high
+                    w.slice(rest.get(..8).ok_or(bad)?); // low, high
                     for &t in &tg[1..] {
-                        branch(out, at, t, true);
+                        branch(&mut w, at, t, true);
                     }
                 } else {
-                    out.extend_from_slice(rest.get(..4).ok_or(bad.clone())?); // npairs
+                    w.slice(rest.get(..4).ok_or(bad)?); // npairs
                     for (k, &t) in tg.iter().enumerate().skip(1) {
                         let m = 4 + (k - 1) * 8;
-                        out.extend_from_slice(rest.get(m..m + 4).ok_or(bad.clone())?);
-                        branch(out, at, t, true);
+                        w.slice(rest.get(m..m + 4).ok_or(bad)?);
+                        branch(&mut w, at, t, true);
                     }
                 }
             }
         }
         if ins.probe == Probe::Alloc {
-            probes::emit_site_with(out, true, push.ok_or(bad.clone())?, &tail);
+            probes::emit_site_with(&mut w, true, push.ok_or(bad)?, &tail);
         }
     }
-    let len = u32::try_from(out.len() - base).map_err(|_| SkipReason::CodeTooLarge)?;
-    lay.start.push(len);
+    let len = w.pos();
+    out.truncate(base + len);
+    let len = u32::try_from(len).map_err(|_| SkipReason::CodeTooLarge)?;
+    lay.start[d.insns.len()] = len;
     lay.code_len = len;
     let new_code = &mut out[base..];
     for f in &lay.fixups {
-        let t = lay.pos(d, f.target).ok_or(bad.clone())?;
+        let t = lay.pos(d, f.target).ok_or(bad)?;
         let disp = t as i64 - f.origin as i64;
         let at = f.at as usize;
         if f.wide {

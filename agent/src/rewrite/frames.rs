@@ -11,7 +11,7 @@
 use std::ops::Range;
 
 use super::classfile::Reader;
-use super::code::{Decoded, Layout, OP_NEW};
+use super::code::{CodeBuf, Decoded, Layout, OP_NEW};
 use super::pool::PoolEdit;
 use super::SkipReason;
 
@@ -270,39 +270,32 @@ impl<'a> Frames<'a> {
     }
 }
 
+/// Bytes [`write_vt`] writes at most.
+const VT_MAX_LEN: usize = 3;
+
 fn write_vt<'a>(
-    out: &mut Vec<u8>,
+    out: &mut CodeBuf<'_>,
     v: VType<'a>,
     d: &Decoded,
     lay: &Layout,
     code: &[u8],
     pool: &mut PoolEdit<'a>,
 ) -> Result<(), SkipReason> {
-    match v {
-        VType::Top => out.push(0),
-        VType::Int => out.push(1),
-        VType::Float => out.push(2),
-        VType::Double => out.push(3),
-        VType::Long => out.push(4),
-        VType::Null => out.push(5),
-        VType::UninitThis => out.push(6),
-        VType::Obj(i) => {
-            out.push(7);
-            out.extend_from_slice(&i.to_be_bytes());
-        }
-        VType::Name(n) => {
-            out.push(7);
-            out.extend_from_slice(&pool.class(n).to_be_bytes());
-        }
-        VType::ArrayOf(c) => {
-            out.push(7);
-            out.extend_from_slice(
-                &pool
-                    .array_class(c)
-                    .ok_or(bad("bad anewarray class"))?
-                    .to_be_bytes(),
-            );
-        }
+    let obj = |i: u16| {
+        let [h, l] = i.to_be_bytes();
+        ([7, h, l], 3)
+    };
+    let (bytes, len) = match v {
+        VType::Top => ([0, 0, 0], 1),
+        VType::Int => ([1, 0, 0], 1),
+        VType::Float => ([2, 0, 0], 1),
+        VType::Double => ([3, 0, 0], 1),
+        VType::Long => ([4, 0, 0], 1),
+        VType::Null => ([5, 0, 0], 1),
+        VType::UninitThis => ([6, 0, 0], 1),
+        VType::Obj(i) => obj(i),
+        VType::Name(n) => obj(pool.class(n)),
+        VType::ArrayOf(c) => obj(pool.array_class(c).ok_or(bad("bad anewarray class"))?),
         VType::Uninit(off) => {
             // Must name the moved `new` opcode itself (never its probe).
             let i = d
@@ -313,11 +306,11 @@ fn write_vt<'a>(
                 return Err(bad("Uninitialized does not name a new"));
             }
             // A `new` has a probe, so it is a segment of its own: `at` is its opcode.
-            let at = lay.at(d, i);
-            out.push(8);
-            out.extend_from_slice(&(at as u16).to_be_bytes());
+            let [h, l] = (lay.at(d, i) as u16).to_be_bytes();
+            ([8, h, l], 3)
         }
-    }
+    };
+    out.put(bytes, len);
     Ok(())
 }
 
@@ -347,12 +340,23 @@ pub(crate) fn encode<'a>(
     if n > 0xFFFF {
         return Err(bad("too many frames"));
     }
-    out.extend_from_slice(&(n as u16).to_be_bytes());
     let types = &frames.pool;
-    let probe_locals: &[u8] = if leaf { &[1] } else { &[4, 4] };
-    // The previous frame's trimmed locals; None before the first frame, which is relative to
-    // the implicit initial frame (that lacks the probe locals).
-    let mut prev: Option<&[VType<'a>]> = None;
+    let probe_locals: ([u8; 2], usize) = if leaf { ([1, 0], 1) } else { ([4, 4], 2) };
+    // The most the table can take: each frame a full_frame (tag, delta, two counts), its
+    // locals and stack at 3 bytes a type, the padding (at most max_locals) and the probe locals.
+    let bound = 2 + frames
+        .frames
+        .iter()
+        .map(|f| 7 + max_locals as usize + 2 + VT_MAX_LEN * (f.locals.len() + f.stack.len()))
+        .sum::<usize>();
+    let base = out.len();
+    out.resize(base + bound + CodeBuf::SLACK, 0);
+    let mut w = CodeBuf::new(&mut out[base..]);
+    w.put((n as u16).to_be_bytes(), 2);
+    // The previous frame: its locals' range in `types`, their trimmed form and slot count.
+    // None before the first frame, which is relative to the implicit initial frame (that lacks
+    // the probe locals).
+    let mut prev: Option<(&Range<u32>, &[VType<'a>], u32)> = None;
     let mut prev_pos: i64 = -1;
     for f in frames.frames.iter() {
         let pos = lay.pos(d, f.off).ok_or(bad("frame not at an instruction"))? as i64;
@@ -360,56 +364,63 @@ pub(crate) fn encode<'a>(
         if !(0..=0xFFFF).contains(&delta) {
             return Err(bad("frames out of order"));
         }
-        let delta = delta as u32;
+        let delta = delta as u16;
         let locals = types
             .get(f.locals.start as usize..f.locals.end as usize)
             .ok_or(bad("range"))?;
         let stack = types
             .get(f.stack.start as usize..f.stack.end as usize)
             .ok_or(bad("range"))?;
-        let slots: u32 = locals.iter().map(|v| v.slots()).sum();
-        if slots > max_locals as u32 {
-            return Err(bad("frame locals exceed max_locals"));
-        }
-        let trimmed = trim_tops(locals);
-        let same = prev == Some(trimmed);
+        // A frame decoded as `same` or `same_locals_1_stack_item` shares its predecessor's
+        // locals range: nothing to count or compare.
+        let (trimmed, slots, same) = match prev {
+            Some((r, t, slots)) if *r == f.locals => (t, slots, true),
+            _ => {
+                let slots: u32 = locals.iter().map(|v| v.slots()).sum();
+                if slots > max_locals as u32 {
+                    return Err(bad("frame locals exceed max_locals"));
+                }
+                let trimmed = trim_tops(locals);
+                (trimmed, slots, prev.is_some_and(|(_, t, _)| t == trimmed))
+            }
+        };
+        let [dh, dl] = delta.to_be_bytes();
         if same && stack.is_empty() {
             if delta < 64 {
-                out.push(delta as u8);
+                w.put([delta as u8], 1);
             } else {
-                out.push(251);
-                out.extend_from_slice(&(delta as u16).to_be_bytes());
+                w.put([251, dh, dl], 3);
             }
         } else if same && stack.len() == 1 {
             if delta < 64 {
-                out.push(64 + delta as u8);
+                w.put([64 + delta as u8], 1);
             } else {
-                out.push(247);
-                out.extend_from_slice(&(delta as u16).to_be_bytes());
+                w.put([247, dh, dl], 3);
             }
-            write_vt(out, stack[0], d, lay, code, pool)?;
+            write_vt(&mut w, stack[0], d, lay, code, pool)?;
         } else {
-            out.push(255);
-            out.extend_from_slice(&(delta as u16).to_be_bytes());
             let padding = (max_locals as u32 - slots) as usize;
-            let nlocals = locals.len() + padding + probe_locals.len();
+            let nlocals = locals.len() + padding + probe_locals.1;
             if nlocals > 0xFFFF || stack.len() > 0xFFFF {
                 return Err(bad("frame too large"));
             }
-            out.extend_from_slice(&(nlocals as u16).to_be_bytes());
+            let [nh, nl] = (nlocals as u16).to_be_bytes();
+            w.put([255, dh, dl, nh, nl], 5);
             for &v in locals {
-                write_vt(out, v, d, lay, code, pool)?;
+                write_vt(&mut w, v, d, lay, code, pool)?;
             }
-            out.resize(out.len() + padding, 0); // Top
-            out.extend_from_slice(probe_locals);
-            out.extend_from_slice(&(stack.len() as u16).to_be_bytes());
+            w.zeros(padding); // Top
+            w.put(probe_locals.0, probe_locals.1);
+            w.put((stack.len() as u16).to_be_bytes(), 2);
             for &v in stack {
-                write_vt(out, v, d, lay, code, pool)?;
+                write_vt(&mut w, v, d, lay, code, pool)?;
             }
         }
-        prev = Some(trimmed);
+        prev = Some((&f.locals, trimmed, slots));
         prev_pos = pos;
     }
+    let len = w.pos();
+    out.truncate(base + len);
     Ok(())
 }
 

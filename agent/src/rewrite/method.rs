@@ -183,18 +183,18 @@ pub(crate) fn rewrite_method<'a>(
         .ok_or(SkipReason::MalformedCode("attribute range"))?;
     let trunc = SkipReason::MalformedCode("truncated Code attribute");
     let mut r = Reader::new(info, 0);
-    let max_stack = r.u2().ok_or(trunc.clone())?;
-    let max_locals = r.u2().ok_or(trunc.clone())?;
-    let code_len = r.u4().ok_or(trunc.clone())? as usize;
+    let max_stack = r.u2().ok_or(trunc)?;
+    let max_locals = r.u2().ok_or(trunc)?;
+    let code_len = r.u4().ok_or(trunc)? as usize;
     if code_len == 0 || code_len > code::MAX_CODE as usize {
         return Err(SkipReason::MalformedCode("code_length out of range"));
     }
     let code_start = r.pos;
-    r.skip(code_len).ok_or(trunc.clone())?;
+    r.skip(code_len).ok_or(trunc)?;
     let code: &'a [u8] = &info[code_start..code_start + code_len];
-    let nexc = r.u2().ok_or(trunc.clone())? as usize;
+    let nexc = r.u2().ok_or(trunc)? as usize;
     let exc_start = r.pos;
-    r.skip(nexc * 8).ok_or(trunc.clone())?;
+    r.skip(nexc * 8).ok_or(trunc)?;
     // Sub-attributes, classified by name.
     let sub = &mut s.sub;
     sub.clear();
@@ -211,7 +211,7 @@ pub(crate) fn rewrite_method<'a>(
         sub.push((span.whole, span.info, kind));
         Ok(())
     })
-    .map_err(|_| trunc.clone())?;
+    .map_err(|_| trunc)?;
     if r.pos != info.len() {
         return Err(SkipReason::MalformedCode(
             "trailing bytes in Code attribute",
@@ -246,9 +246,9 @@ pub(crate) fn rewrite_method<'a>(
     // Exception table: every offset must be an instruction boundary.
     for k in 0..nexc {
         let e = exc_start + k * 8;
-        let sp = be_u16(info, e).ok_or(trunc.clone())? as u32;
-        let ep = be_u16(info, e + 2).ok_or(trunc.clone())? as u32;
-        let hp = be_u16(info, e + 4).ok_or(trunc.clone())? as u32;
+        let sp = be_u16(info, e).ok_or(trunc)? as u32;
+        let ep = be_u16(info, e + 2).ok_or(trunc)? as u32;
+        let hp = be_u16(info, e + 4).ok_or(trunc)? as u32;
         // Boundaries compare like their instructions; the handler must be an instruction.
         match (d.index(sp), d.index(ep), d.is_insn(hp)) {
             (Some(_), Some(_), true) if sp < ep => {}
@@ -282,7 +282,7 @@ pub(crate) fn rewrite_method<'a>(
         ensure_initial(frames, &mut initial_set)?;
         for (_, i, k) in sub.iter() {
             if *k == ATTR_SMT {
-                frames.decode(info.get(i.clone()).ok_or(trunc.clone())?, d)?;
+                frames.decode(info.get(i.clone()).ok_or(trunc)?, d)?;
             }
         }
     }
@@ -290,7 +290,7 @@ pub(crate) fn rewrite_method<'a>(
     // Lines (for SiteInfo) and validation of line/local tables.
     s.lines.clear();
     for (_, i, k) in s.sub.iter() {
-        let t = info.get(i.clone()).ok_or(trunc.clone())?;
+        let t = info.get(i.clone()).ok_or(trunc)?;
         match *k {
             ATTR_LNT => {
                 let n = be_u16(t, 0).ok_or(bad_table("LineNumberTable"))? as usize;
@@ -404,7 +404,7 @@ pub(crate) fn rewrite_method<'a>(
     out.extend_from_slice(
         bytes
             .get(m.attr.start..m.attr.start + 2)
-            .ok_or(trunc.clone())?,
+            .ok_or(trunc)?,
     );
     out.extend_from_slice(&[0, 0, 0, 0]); // length, patched below
     out.extend_from_slice(&new_stack.to_be_bytes());
@@ -430,7 +430,7 @@ pub(crate) fn rewrite_method<'a>(
     out[code_len_at..code_len_at + 4].copy_from_slice(&new_code_len.to_be_bytes());
     // The tables below are copied whole, then their offsets remapped in place.
     let at = out.len() + 2;
-    out.extend_from_slice(info.get(exc_start - 2..exc_start + nexc * 8).ok_or(trunc.clone())?);
+    out.extend_from_slice(info.get(exc_start - 2..exc_start + nexc * 8).ok_or(trunc)?);
     for e in out[at..].chunks_exact_mut(8) {
         // start, end (exclusive; code_len maps to the new end), handler.
         for j in [0, 2, 4] {
@@ -443,10 +443,10 @@ pub(crate) fn rewrite_method<'a>(
     let mut count: u16 = 0;
     let mut smt_written = false;
     for (whole, i, k) in s.sub.iter() {
-        let t = info.get(i.clone()).ok_or(trunc.clone())?;
+        let t = info.get(i.clone()).ok_or(trunc)?;
         let head = info
             .get(whole.start..whole.start + 2)
-            .ok_or(trunc.clone())?;
+            .ok_or(trunc)?;
         match *k {
             ATTR_DROP => continue,
             ATTR_SMT => {
@@ -478,7 +478,7 @@ pub(crate) fn rewrite_method<'a>(
                 // JVMTI reads a local of a method that has a LocalVariableTable only when the
                 // table describes it: the probe locals get entries over the whole code.
                 let is_lvt = *k == ATTR_LVT;
-                let n = be_u16(t, 0).ok_or(trunc.clone())?;
+                let n = be_u16(t, 0).ok_or(trunc)?;
                 let entries = match (is_lvt, locals.leaf) {
                     (false, _) => [None, None],
                     (true, false) => {
@@ -500,7 +500,7 @@ pub(crate) fn rewrite_method<'a>(
                     out.extend_from_slice(&slot.to_be_bytes());
                 }
                 let at = out.len();
-                out.extend_from_slice(t.get(2..).ok_or(trunc.clone())?);
+                out.extend_from_slice(t.get(2..).ok_or(trunc)?);
                 for e in out[at..].chunks_exact_mut(10) {
                     let st = get_u16(e, 0);
                     let end = st + get_u16(e, 2);
@@ -513,10 +513,10 @@ pub(crate) fn rewrite_method<'a>(
                 patch_len(out, start)?;
             }
             _ => {
-                out.extend_from_slice(info.get(whole.clone()).ok_or(trunc.clone())?);
+                out.extend_from_slice(info.get(whole.clone()).ok_or(trunc)?);
             }
         }
-        count = count.checked_add(1).ok_or(trunc.clone())?;
+        count = count.checked_add(1).ok_or(trunc)?;
     }
     // A frame-verified method that had no table but now needs one (a widened branch created a
     // new branch target).
@@ -529,7 +529,7 @@ pub(crate) fn rewrite_method<'a>(
         write_attr_header(out, &name.to_be_bytes());
         frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, out)?;
         patch_len(out, start)?;
-        count = count.checked_add(1).ok_or(trunc.clone())?;
+        count = count.checked_add(1).ok_or(trunc)?;
     }
     out[count_at..count_at + 2].copy_from_slice(&count.to_be_bytes());
     let body_len = u32::try_from(out.len() - base - 6).map_err(|_| SkipReason::CodeTooLarge)?;

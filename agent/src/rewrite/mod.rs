@@ -217,7 +217,7 @@ pub fn finalizer_register_key() -> u64 {
 }
 
 /// Why a method with code was left unchanged.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkipReason {
     /// The rewritten code would exceed 65535 bytes.
     CodeTooLarge,

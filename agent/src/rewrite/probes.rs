@@ -19,6 +19,8 @@
 //!   `aload BYTES; iload FLAGS; invokestatic hidden([BI)[B; astore BYTES`: the bytes of every
 //!   hidden class pass through the rewriter before the JVM defines the class.
 
+use super::code::CodeBuf;
+
 /// Internal name of the runtime class every probe calls.
 pub const RUNTIME_CLASS: &str = "lucce/Runtime";
 
@@ -288,12 +290,20 @@ pub fn entry_len(push: IntPush, l: ProbeLocals) -> u32 {
     }
 }
 
-/// Appends the entry probe; `out` needs 21 bytes of spare capacity past it (the buffer's fixed
-/// size less the shortest probe) to take it without growing.
-pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
-    // The longest: push (3), invokestatic (3), wide lstore (4), invokestatic, wide lstore, and
-    // the define hook.
-    let mut b = [0u8; 17 + DEFINE_HOOK_LEN as usize];
+/// Bytes [`emit_entry`] may store past the probe's end (they are overwritten or cut off): its
+/// fixed-size write less the shortest probe. The new code's buffer keeps this much slack.
+pub const ENTRY_OVERRUN: usize = ENTRY_BUF - 5;
+
+/// Size of the entry probe's fixed write: the longest probe, push (3), invokestatic (3), wide
+/// lstore (4), invokestatic, wide lstore, and the define hook.
+const ENTRY_BUF: usize = 17 + DEFINE_HOOK_LEN as usize;
+
+/// The longest site probe: ldc_w, wide lload, wide lload, invokestatic.
+pub const MAX_SITE_LEN: u32 = IntPush::MAX_LEN + 4 + 4 + 3;
+
+/// Writes the entry probe at the cursor as one fixed-size store of [`ENTRY_BUF`] bytes.
+pub(crate) fn emit_entry(out: &mut CodeBuf<'_>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
+    let mut b = [0u8; ENTRY_BUF];
     let mut n = 0;
     put(&mut b, &mut n, push.bytes(), push.byte_len() as usize);
     if l.leaf {
@@ -313,10 +323,7 @@ pub fn emit_entry(out: &mut Vec<u8>, push: IntPush, l: ProbeLocals, refs: &Runti
         let r = hidden.to_be_bytes();
         put(&mut b, &mut n, [ALOAD, bytes, ILOAD, flags, INVOKESTATIC, r[0], r[1], ASTORE, bytes], DEFINE_HOOK_LEN as usize);
     }
-    // A fixed-size copy cut back to the real length.
-    let end = out.len() + n;
-    out.extend_from_slice(&b);
-    out.truncate(end);
+    out.put(b, n);
 }
 
 /// Byte length of a call or allocation probe.
@@ -330,13 +337,8 @@ pub fn site_tail_len(l: ProbeLocals) -> u32 {
 }
 
 /// A call probe (`alloc == false`, before an invoke) or an allocation probe (after `new` etc.).
-pub fn emit_site(
-    out: &mut Vec<u8>,
-    alloc: bool,
-    push: IntPush,
-    l: ProbeLocals,
-    refs: &RuntimeRefs,
-) {
+#[cfg(test)]
+fn emit_site(out: &mut CodeBuf<'_>, alloc: bool, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
     emit_site_with(out, alloc, push, &SiteTail::new(l, refs));
 }
 
@@ -365,15 +367,11 @@ impl SiteTail {
     }
 }
 
-/// [`emit_site`] with the tail built already.
+/// A site probe with the tail built already, as two fixed-size stores (3 and 11 bytes).
 #[inline]
-pub fn emit_site_with(out: &mut Vec<u8>, alloc: bool, push: IntPush, tail: &SiteTail) {
-    // Fixed-size copies cut back to the real lengths (no memcpy calls).
-    let end = out.len() + push.byte_len() as usize;
-    out.extend_from_slice(&push.bytes());
-    out.truncate(end);
-    out.extend_from_slice(&tail.bytes[alloc as usize]);
-    out.truncate(end + tail.len);
+pub(crate) fn emit_site_with(out: &mut CodeBuf<'_>, alloc: bool, push: IntPush, tail: &SiteTail) {
+    out.put(push.bytes(), push.byte_len() as usize);
+    out.put(tail.bytes[alloc as usize], tail.len);
 }
 
 #[cfg(test)]
@@ -401,6 +399,15 @@ mod tests {
         }
     }
 
+    /// What `emit` writes through a cursor at the start of a buffer with the probes' slack.
+    fn written(emit: impl FnOnce(&mut CodeBuf<'_>)) -> Vec<u8> {
+        let mut buf = [0u8; 64];
+        let mut out = CodeBuf::new(&mut buf);
+        emit(&mut out);
+        let n = out.pos();
+        buf[..n].to_vec()
+    }
+
     #[test]
     fn lengths_match_emitted_bytes() {
         let refs = RuntimeRefs([300, 301, 302, 303, 304]);
@@ -410,14 +417,12 @@ mod tests {
             for ml in [0u16, 2, 3, 4, 200, 254, 255, 256, 1000] {
                 for (leaf, define_hook) in [(false, None), (true, None), (false, Some(0x0203))] {
                     let l = ProbeLocals { define_hook, ..ProbeLocals::after(ml, leaf).unwrap() };
-                    let mut v = Vec::new();
-                    emit_entry(&mut v, p, l, &refs);
+                    let v = written(|out| emit_entry(out, p, l, &refs));
                     assert_eq!(v.len() as u32, entry_len(p, l));
                 }
                 let l = ProbeLocals::after(ml, false).unwrap();
                 for alloc in [false, true] {
-                    let mut v = Vec::new();
-                    emit_site(&mut v, alloc, p, l, &refs);
+                    let v = written(|out| emit_site(out, alloc, p, l, &refs));
                     assert_eq!(v.len() as u32, site_len(p, l));
                 }
             }
@@ -431,21 +436,17 @@ mod tests {
     #[test]
     fn probe_bytes() {
         let refs = RuntimeRefs([0x0101, 0x0102, 0x0103, 0x0104, 0x0105]);
-        let mut v = Vec::new();
-        emit_entry(&mut v, IntPush::Ldc(256), ProbeLocals::after(1000, false).unwrap(), &refs);
+        let v = written(|out| emit_entry(out, IntPush::Ldc(256), ProbeLocals::after(1000, false).unwrap(), &refs));
         assert_eq!(v, [LDC_W, 1, 0, INVOKESTATIC, 1, 1, WIDE, LSTORE, 3, 0xE8, INVOKESTATIC, 1, 2, WIDE, LSTORE, 3, 0xEA]);
-        v.clear();
         let hooked = ProbeLocals { define_hook: Some(0x0203), ..ProbeLocals::after(9, false).unwrap() };
-        emit_entry(&mut v, IntPush::Byte(7), hooked, &refs);
+        let v = written(|out| emit_entry(out, IntPush::Byte(7), hooked, &refs));
         assert_eq!(
             v,
             [BIPUSH, 7, INVOKESTATIC, 1, 1, LSTORE, 9, INVOKESTATIC, 1, 2, LSTORE, 11, ALOAD, 4, ILOAD, 7, INVOKESTATIC, 2, 3, ASTORE, 4]
         );
-        v.clear();
-        emit_entry(&mut v, IntPush::Const(ICONST_0), ProbeLocals::after(2, true).unwrap(), &refs);
+        let v = written(|out| emit_entry(out, IntPush::Const(ICONST_0), ProbeLocals::after(2, true).unwrap(), &refs));
         assert_eq!(v, [ICONST_0, INVOKESTATIC, 1, 5, ISTORE_0 + 2]);
-        v.clear();
-        emit_site(&mut v, true, IntPush::Byte(9), ProbeLocals::after(3, false).unwrap(), &refs);
+        let v = written(|out| emit_site(out, true, IntPush::Byte(9), ProbeLocals::after(3, false).unwrap(), &refs));
         assert_eq!(v, [BIPUSH, 9, LLOAD_0 + 3, LLOAD, 5, INVOKESTATIC, 1, 4]);
     }
 }
