@@ -297,12 +297,11 @@ pub(crate) fn rewrite_method<'a>(
                 if t.len() != 2 + n * 4 {
                     return Err(bad_table("LineNumberTable length"));
                 }
-                for e in 0..n {
-                    let pc = be_u16(t, 2 + e * 4).unwrap_or(0);
-                    if pc as usize >= code_len {
-                        return Err(bad_table("LineNumberTable start_pc past the code"));
-                    }
-                    s.lines.push((pc, be_u16(t, 4 + e * 4).unwrap_or(0)));
+                let entries = t[2..].chunks_exact(4).map(|e| (get_u16(e, 0) as u16, get_u16(e, 2) as u16));
+                let first = s.lines.len();
+                s.lines.extend(entries);
+                if s.lines[first..].iter().any(|&(pc, _)| pc as usize >= code_len) {
+                    return Err(bad_table("LineNumberTable start_pc past the code"));
                 }
             }
             ATTR_LVT | ATTR_LVTT => {
@@ -460,9 +459,9 @@ pub(crate) fn rewrite_method<'a>(
                 smt_written = true;
             }
             ATTR_LNT => {
+                // Same length: the attribute is copied whole and its start_pcs remapped.
                 let start = out.len();
-                write_attr_header(out, head);
-                out.extend_from_slice(t);
+                out.extend_from_slice(info.get(whole.clone()).ok_or(trunc)?);
                 for e in out[start + 8..].chunks_exact_mut(4) {
                     let pc = get_u16(e, 0);
                     // Offset 0 stays 0 so the entry probe belongs to the first line.
@@ -470,35 +469,24 @@ pub(crate) fn rewrite_method<'a>(
                         set_u16(e, 0, map_pc(d, lay, pc)?);
                     }
                 }
-                patch_len(out, start)?;
             }
             ATTR_LVT | ATTR_LVTT => {
-                let start = out.len();
-                write_attr_header(out, head);
                 // JVMTI reads a local of a method that has a LocalVariableTable only when the
-                // table describes it: the probe locals get entries over the whole code.
-                let is_lvt = *k == ATTR_LVT;
-                let n = be_u16(t, 0).ok_or(trunc)?;
-                let entries = match (is_lvt, locals.leaf) {
-                    (false, _) => [None, None],
-                    (true, false) => {
-                        let (ctx_name, ver_name, long_desc, _, _) = pool.probe_local_names();
-                        [Some((ctx_name, long_desc, locals.ctx)), Some((ver_name, long_desc, locals.ver))]
-                    }
-                    (true, true) => {
-                        let (_, _, _, mark_name, int_desc) = pool.probe_local_names();
-                        [Some((mark_name, int_desc, locals.ctx)), None]
-                    }
+                // table describes it: the probe locals get entries over the whole code (a
+                // LocalVariableTypeTable gets none).
+                let (extra, nextra) = if *k == ATTR_LVT {
+                    probe_local_entries(pool, locals, new_code_len as u16)
+                } else {
+                    ([0; 20], 0)
                 };
-                let extra = entries.iter().flatten().count() as u16;
-                out.extend_from_slice(&n.checked_add(extra).ok_or(bad_table("LocalVariableTable length"))?.to_be_bytes());
-                for (name, desc, slot) in entries.into_iter().flatten() {
-                    out.extend_from_slice(&0u16.to_be_bytes());
-                    out.extend_from_slice(&(new_code_len as u16).to_be_bytes());
-                    out.extend_from_slice(&name.to_be_bytes());
-                    out.extend_from_slice(&desc.to_be_bytes());
-                    out.extend_from_slice(&slot.to_be_bytes());
-                }
+                let n = be_u16(t, 0).ok_or(trunc)?;
+                let n = n.checked_add(nextra as u16).ok_or(bad_table("LocalVariableTable length"))?;
+                let len = u32::try_from(t.len() + nextra * 10).map_err(|_| bad_table("LocalVariableTable length"))?;
+                let [h0, h1] = [head[0], head[1]];
+                let [l0, l1, l2, l3] = len.to_be_bytes();
+                let [n0, n1] = n.to_be_bytes();
+                out.extend_from_slice(&[h0, h1, l0, l1, l2, l3, n0, n1]);
+                out.extend_from_slice(&extra[..nextra * 10]);
                 let at = out.len();
                 out.extend_from_slice(t.get(2..).ok_or(trunc)?);
                 for e in out[at..].chunks_exact_mut(10) {
@@ -510,7 +498,6 @@ pub(crate) fn rewrite_method<'a>(
                     set_u16(e, 0, ns);
                     set_u16(e, 2, ne.saturating_sub(ns));
                 }
-                patch_len(out, start)?;
             }
             _ => {
                 out.extend_from_slice(info.get(whole.clone()).ok_or(trunc)?);
@@ -595,6 +582,28 @@ impl Target {
                 .unwrap_or(super::ANY_TARGET)
         };
         Target { indy, lucce_api, key }
+    }
+}
+
+/// The LocalVariableTable entries of the probe locals, over the whole new code of `code_len`
+/// bytes: CTX and VER (longs), or a leaf's MARK (int); and how many.
+fn probe_local_entries(pool: &mut PoolEdit<'_>, locals: ProbeLocals, code_len: u16) -> ([u8; 20], usize) {
+    let (ctx_name, ver_name, long_desc, mark_name, int_desc) = pool.probe_local_names();
+    let entry = |name: u16, desc: u16, slot: u16| {
+        let [c0, c1] = code_len.to_be_bytes();
+        let [n0, n1] = name.to_be_bytes();
+        let [d0, d1] = desc.to_be_bytes();
+        let [s0, s1] = slot.to_be_bytes();
+        [0, 0, c0, c1, n0, n1, d0, d1, s0, s1]
+    };
+    let mut b = [0; 20];
+    if locals.leaf {
+        b[..10].copy_from_slice(&entry(mark_name, int_desc, locals.ctx));
+        (b, 1)
+    } else {
+        b[..10].copy_from_slice(&entry(ctx_name, long_desc, locals.ctx));
+        b[10..].copy_from_slice(&entry(ver_name, long_desc, locals.ver));
+        (b, 2)
     }
 }
 
