@@ -273,6 +273,9 @@ impl<'a> Frames<'a> {
 /// Bytes [`write_vt`] writes at most.
 const VT_MAX_LEN: usize = 3;
 
+/// Writes one verification type. The kinds that need no lookup are written inline; a class
+/// named by text, an array class and an uninitialized `new` go out of line.
+#[inline(always)]
 fn write_vt<'a>(
     out: &mut CodeBuf<'_>,
     v: VType<'a>,
@@ -281,11 +284,18 @@ fn write_vt<'a>(
     code: &[u8],
     pool: &mut PoolEdit<'a>,
 ) -> Result<(), SkipReason> {
-    let obj = |i: u16| {
-        let [h, l] = i.to_be_bytes();
-        ([7, h, l], 3)
+    let (bytes, len) = match simple_vt(v) {
+        Some(b) => b,
+        None => resolved_vt(v, d, lay, code, pool)?,
     };
-    let (bytes, len) = match v {
+    out.put(bytes, len);
+    Ok(())
+}
+
+/// The bytes of a verification type that needs neither the pool nor the layout.
+#[inline(always)]
+fn simple_vt(v: VType<'_>) -> Option<([u8; 3], usize)> {
+    Some(match v {
         VType::Top => ([0, 0, 0], 1),
         VType::Int => ([1, 0, 0], 1),
         VType::Float => ([2, 0, 0], 1),
@@ -293,9 +303,30 @@ fn write_vt<'a>(
         VType::Long => ([4, 0, 0], 1),
         VType::Null => ([5, 0, 0], 1),
         VType::UninitThis => ([6, 0, 0], 1),
-        VType::Obj(i) => obj(i),
-        VType::Name(n) => obj(pool.class(n)),
-        VType::ArrayOf(c) => obj(pool.array_class(c).ok_or(bad("bad anewarray class"))?),
+        VType::Obj(i) => obj_vt(i),
+        VType::Name(_) | VType::ArrayOf(_) | VType::Uninit(_) => return None,
+    })
+}
+
+/// An Object verification type of Class entry `i`.
+#[inline(always)]
+fn obj_vt(i: u16) -> ([u8; 3], usize) {
+    let [h, l] = i.to_be_bytes();
+    ([7, h, l], 3)
+}
+
+/// [`write_vt`]'s bytes of a type that needs the pool or the new layout.
+#[inline(never)]
+fn resolved_vt<'a>(
+    v: VType<'a>,
+    d: &Decoded,
+    lay: &Layout,
+    code: &[u8],
+    pool: &mut PoolEdit<'a>,
+) -> Result<([u8; 3], usize), SkipReason> {
+    Ok(match v {
+        VType::Name(n) => obj_vt(pool.class(n)),
+        VType::ArrayOf(c) => obj_vt(pool.array_class(c).ok_or(bad("bad anewarray class"))?),
         VType::Uninit(off) => {
             // Must name the moved `new` opcode itself (never its probe).
             let i = d
@@ -309,9 +340,8 @@ fn write_vt<'a>(
             let [h, l] = (lay.at(d, i) as u16).to_be_bytes();
             ([8, h, l], 3)
         }
-    };
-    out.put(bytes, len);
-    Ok(())
+        simple => simple_vt(simple).ok_or(bad("verification type"))?,
+    })
 }
 
 /// `locals` without its trailing Tops. Two frames' locals are equal once the probe locals are
