@@ -151,6 +151,8 @@ impl<'a> ConstPool<'a> {
         // comes from a table, a Utf8 entry adds the length that follows its tag.
         let mut pos = start;
         let mut i = 1;
+        // Slices of exactly `count`: the loop's bound proves every index in range.
+        let (tag_of, off_of) = (&mut tags[..count], &mut offs[..count]);
         while i < count {
             let tag = *bytes.get(pos).ok_or(truncated.clone())?;
             let size = CP_ENTRY_SIZE.get(tag as usize).copied().unwrap_or(0) as usize;
@@ -158,8 +160,8 @@ impl<'a> ConstPool<'a> {
                 return Err(malformed("unknown constant-pool tag"));
             }
             let body = pos + 1;
-            tags[i] = tag;
-            offs[i] = body as u32;
+            tag_of[i] = tag;
+            off_of[i] = body as u32;
             // Read for every tag and used for Utf8 only; a Utf8 entry without the two bytes
             // fails the end check below.
             let len = be_u16(bytes, body).unwrap_or(0) as usize;

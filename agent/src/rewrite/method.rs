@@ -631,13 +631,18 @@ fn add_widening_frames<'a>(
 /// New offset for an old table offset: boundaries map to the instruction's start; an offset
 /// inside an instruction (never produced by javac, tolerated for odd tools) to the start of the
 /// instruction containing it; the code end to the new code end.
-#[inline]
+#[inline(always)]
 fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
-    let at = match d.index(pc) {
-        Some(i) => lay.pos_in(d, i, pc),
-        None => lay.pos(d, d.containing(pc).ok_or(bad_table("offset"))?),
-    };
-    at.ok_or(bad_table("offset"))
+    match d.index(pc).and_then(|i| lay.pos_in(d, i, pc)) {
+        Some(at) => Ok(at),
+        None => map_pc_inside(d, lay, pc),
+    }
+}
+
+/// [`map_pc`] of an offset that is not an instruction boundary.
+#[inline(never)]
+fn map_pc_inside(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
+    d.containing(pc).and_then(|at| lay.pos(d, at)).ok_or(bad_table("offset"))
 }
 
 #[inline]
