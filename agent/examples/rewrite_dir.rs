@@ -2,7 +2,7 @@
 //! `jimage extract --dir DIR $JAVA_HOME/lib/modules`) and prints a digest of all outputs and
 //! statistics plus the rewrite time per class.
 //!
-//! `cargo run --release -p lucce-agent --example rewrite_dir -- DIR [PASSES] [nodigest|hook|cold] [AGENT_OPTIONS]`
+//! `cargo run --release -p lucce-agent --example rewrite_dir -- DIR [PASSES] [nodigest|general|hook|cold] [AGENT_OPTIONS]`
 //!
 //! `hook`: the timed passes go through the agent's load hook instead ([`HookState::on_class`]:
 //! class filter, registrar, rewrite, statistics, the copy into a fresh `malloc` buffer standing
@@ -11,6 +11,9 @@
 //! digest covers what the hook left behind (class bytes, registry tables, statistics but times).
 //! AGENT_OPTIONS are the agent's options for these passes (default none: the summary is on, so
 //! the hook reads the clocks; `summary=off` as `lucce record` passes it reads none).
+//!
+//! `general`: the digest pass makes every method take the rewriter's general path (no direct
+//! rewrite); the digest must equal the default one, which takes the direct path where it can.
 //!
 //! `cold`: as `hook`, but the data caches are flushed before each class (by writing a buffer
 //! larger than L2), as the JVM's own work between two loads does; only the hook calls are timed.
@@ -35,7 +38,7 @@ mod rewrite_common;
 use lucce_agent::hook::{Arrival, HookState};
 use lucce_agent::options::Options;
 use lucce_agent::registry::Registry;
-use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
+use lucce_agent::rewrite::{rewrite_class, ClassStats, MethodInfo, SiteInfo, SiteRegistry};
 use lucce_agent::summary::Stats;
 
 /// Counts ids and folds every registry call into a digest.
@@ -43,9 +46,14 @@ struct Digest {
     methods: u32,
     sites: u32,
     h: Fnv,
+    /// Every method through the general rewrite.
+    general: bool,
 }
 
 impl SiteRegistry for Digest {
+    fn direct_rewrite(&self) -> bool {
+        !self.general
+    }
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
         self.h.write(format!("{m:?}").as_bytes());
         self.methods += 1;
@@ -96,6 +104,7 @@ fn main() {
     let digest = mode.as_deref() != Some("nodigest");
     let hook = mode.as_deref() == Some("hook");
     let cold = mode.as_deref() == Some("cold");
+    let general = mode.as_deref() == Some("general");
     if !dir.is_dir() {
         eprintln!("rewrite_dir: {} is not a directory", dir.display());
         std::process::exit(2);
@@ -126,14 +135,18 @@ fn main() {
         return;
     }
 
-    let mut reg = Digest { methods: 0, sites: 0, h: Fnv(0xcbf2_9ce4_8422_2325) };
+    let mut reg = Digest { methods: 0, sites: 0, h: Fnv(0xcbf2_9ce4_8422_2325), general };
     let mut out_bytes = 0u64;
+    let mut direct = 0u64;
     for c in classes.iter().filter(|_| digest) {
         let r = rewrite_class(c, &mut reg);
         match r {
             Err(e) => reg.h.write(format!("err {e:?}").as_bytes()),
             Ok(o) => {
-                reg.h.write(format!("{:?}", o.stats).as_bytes());
+                // Which path took a method is left out: the two paths must give the same digest.
+                direct += o.stats.methods_direct as u64;
+                let stats = ClassStats { methods_direct: 0, ..o.stats };
+                reg.h.write(format!("{stats:?}").as_bytes());
                 match &o.bytes {
                     Some(b) => {
                         out_bytes += b.len() as u64;
@@ -146,7 +159,7 @@ fn main() {
         }
     }
     println!(
-        "digest {:016x}: {} classes, {} methods, {} sites, {out_bytes} output bytes",
+        "digest {:016x}: {} classes, {} methods, {} sites, {out_bytes} output bytes ({direct} methods rewritten directly)",
         reg.h.finish(),
         classes.len(),
         reg.methods,

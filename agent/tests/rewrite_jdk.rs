@@ -18,9 +18,15 @@ struct Counter {
     sites: u32,
     /// As in record mode: no allocation probes.
     no_alloc_sites: bool,
+    /// Every method through the rewriter's general path.
+    general: bool,
 }
 
 impl SiteRegistry for Counter {
+    fn direct_rewrite(&self) -> bool {
+        !self.general
+    }
+
     fn alloc_sites(&self) -> bool {
         !self.no_alloc_sites
     }
@@ -76,6 +82,7 @@ fn run(every: usize) {
     let mut parse_errors = Vec::new();
     let mut methods = 0u64;
     let mut rewritten = 0u64;
+    let mut direct = 0u64;
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let mut skipped_examples = Vec::new();
     let mut outputs = Vec::with_capacity(classes.len());
@@ -89,6 +96,7 @@ fn run(every: usize) {
             Ok(o) => {
                 methods += o.stats.methods_with_code as u64;
                 rewritten += o.stats.methods_rewritten as u64;
+                direct += o.stats.methods_direct as u64;
                 for (m, why) in &o.stats.skipped {
                     let key = format!("{why:?}");
                     *skipped.entry(key.clone()).or_default() += 1;
@@ -100,6 +108,18 @@ fn run(every: usize) {
             }
         }
     }
+    // The general path alone gives the same classes.
+    let mut general = Counter { general: true, ..Counter::default() };
+    let mut direct_methods = 0u64;
+    for (i, out) in &outputs {
+        let o = rewrite_class(&classes[*i], &mut general).unwrap();
+        direct_methods += o.stats.methods_direct as u64;
+        assert!(o.bytes == *out, "{}: the direct and general rewrites differ", files[*i].display());
+    }
+    assert_eq!(direct_methods, 0);
+    // Most methods take the direct path (so the comparison covers it).
+    assert!(direct * 10 > rewritten * 9, "{direct} of {rewritten} methods direct");
+    assert_eq!((general.methods, general.sites), (reg.methods, reg.sites));
     // Timed again without the allocations of the first pass' bookkeeping: pure rewrite time.
     let t = Instant::now();
     for c in &classes {

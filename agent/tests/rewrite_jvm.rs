@@ -168,6 +168,22 @@ fn end_to_end(release: &str) {
     // Each method got an entry probe; each invoke a call probe.
     let total_methods: u32 = stats.iter().map(|s| s.methods_rewritten).sum();
     assert_eq!(reg.methods.len() as u32, total_methods);
+    // Both paths of the rewriter ran (the direct one for most methods; the general one for the
+    // big methods and the switches before any probe), and the general path alone gives the same
+    // classes and registry calls.
+    let direct: u32 = stats.iter().map(|s| s.methods_direct).sum();
+    assert!(direct > 0 && direct < total_methods, "{direct} of {total_methods} methods direct");
+    let general = tmp.path().join("general");
+    let mut general_reg = Recorder { general: true, ..Recorder::default() };
+    let general_stats = rewrite_tree(&orig, &general, &mut general_reg);
+    assert_eq!(general_stats.iter().map(|s| s.methods_direct).sum::<u32>(), 0);
+    assert_eq!((&general_reg.methods, &general_reg.sites), (&reg.methods, &reg.sites));
+    let mut files = Vec::new();
+    class_files(&new, &mut files);
+    for f in files {
+        let g = general.join(f.strip_prefix(&new).unwrap());
+        assert!(std::fs::read(&f).unwrap() == std::fs::read(&g).unwrap(), "{}: the paths differ", f.display());
+    }
 
     let (o_out, o_err) = run_java(&[&orig, &stub], "Main");
     let (n_out, n_err) = run_java(&[&new, &stub], "Main");

@@ -216,6 +216,63 @@ fn target_of(off: u32, disp: i64, code_len: u32) -> Result<u32, SkipReason> {
     Ok(t as u32)
 }
 
+/// Length of the `wide` instruction at `off`.
+fn wide_len(code: &[u8], off: u32) -> Result<u32, SkipReason> {
+    let next = *code.get(off as usize + 1).ok_or(SkipReason::MalformedCode("truncated wide"))?;
+    Ok(match next {
+        0x84 => 6,
+        0x15..=0x19 | 0x36..=0x3A | 0xA9 => 4,
+        _ => return Err(SkipReason::MalformedCode("bad wide opcode")),
+    })
+}
+
+/// The layout of a tableswitch or lookupswitch, checked against the code's end.
+struct Switch {
+    /// The default displacement.
+    default: i32,
+    /// Number of targets besides the default.
+    n: u32,
+    /// Offset of the first entry, entry size, and where the displacement sits in an entry.
+    first: u32,
+    stride: u32,
+    disp_at: u32,
+    /// Offset just past the instruction.
+    end: u32,
+}
+
+impl Switch {
+    fn parse(code: &[u8], off: u32) -> Result<Switch, SkipReason> {
+        let code_len = code.len() as u32;
+        let base = off + 1 + switch_pad(off);
+        let default = rd_i32(code, base)?;
+        let (n, first, stride, disp_at) = if code.get(off as usize) == Some(&OP_TABLESWITCH) {
+            let low = rd_i32(code, base + 4)?;
+            let high = rd_i32(code, base + 8)?;
+            if high < low {
+                return Err(SkipReason::MalformedCode("tableswitch high < low"));
+            }
+            // Offsets follow low/high directly.
+            ((high as i64 - low as i64 + 1) as u64, base + 12, 4u32, 0)
+        } else {
+            let n = rd_i32(code, base + 4)?;
+            if n < 0 {
+                return Err(SkipReason::MalformedCode("lookupswitch npairs < 0"));
+            }
+            // (match, offset) pairs follow npairs.
+            (n as u64, base + 8, 8u32, 4)
+        };
+        // Bound before multiplying so a hostile count cannot overflow or allocate.
+        if n > code_len as u64 {
+            return Err(SkipReason::MalformedCode("switch overruns the code"));
+        }
+        let end = first as u64 + n * stride as u64;
+        if end > code_len as u64 {
+            return Err(SkipReason::MalformedCode("switch overruns the code"));
+        }
+        Ok(Switch { default, n: n as u32, first, stride, disp_at, end: end as u32 })
+    }
+}
+
 impl Decoded {
     /// Appends a plain instruction to the open run (`run`), or starts one.
     #[inline]
@@ -303,54 +360,18 @@ impl Decoded {
                     ins.target = target_of(off, d as i64, code_len)?;
                 }
                 OP_TABLESWITCH | OP_LOOKUPSWITCH => {
-                    let base = off + 1 + switch_pad(off);
+                    let sw = Switch::parse(code, off)?;
                     ins.kind = Kind::Switch;
                     ins.target = self.targets.len() as u32;
-                    let default = rd_i32(code, base)?;
-                    self.targets.push(target_of(off, default as i64, code_len)?);
-                    let (n, first, stride) = if op == OP_TABLESWITCH {
-                        let low = rd_i32(code, base + 4)?;
-                        let high = rd_i32(code, base + 8)?;
-                        if high < low {
-                            return Err(SkipReason::MalformedCode("tableswitch high < low"));
-                        }
-                        // Offsets follow low/high directly.
-                        ((high as i64 - low as i64 + 1) as u64, base + 12, 4u32)
-                    } else {
-                        let n = rd_i32(code, base + 4)?;
-                        if n < 0 {
-                            return Err(SkipReason::MalformedCode("lookupswitch npairs < 0"));
-                        }
-                        // (match, offset) pairs follow npairs.
-                        (n as u64, base + 8, 8u32)
-                    };
-                    // Bound before multiplying so a hostile count cannot overflow or allocate.
-                    if n > code_len as u64 {
-                        return Err(SkipReason::MalformedCode("switch overruns the code"));
-                    }
-                    let end = first as u64 + n * stride as u64;
-                    if end > code_len as u64 {
-                        return Err(SkipReason::MalformedCode("switch overruns the code"));
-                    }
-                    // Where the offset sits inside each entry.
-                    let disp_at = if op == OP_TABLESWITCH { 0 } else { 4 };
-                    for k in 0..n as u32 {
-                        let d = rd_i32(code, first + k * stride + disp_at)?;
+                    self.targets.push(target_of(off, sw.default as i64, code_len)?);
+                    for k in 0..sw.n {
+                        let d = rd_i32(code, sw.first + k * sw.stride + sw.disp_at)?;
                         self.targets.push(target_of(off, d as i64, code_len)?);
                     }
-                    ins.ntargets = n as u32 + 1;
-                    ins.len = end as u32 - off;
+                    ins.ntargets = sw.n + 1;
+                    ins.len = sw.end - off;
                 }
-                OP_WIDE => {
-                    let next = *code
-                        .get(off as usize + 1)
-                        .ok_or(SkipReason::MalformedCode("truncated wide"))?;
-                    ins.len = match next {
-                        0x84 => 6,
-                        0x15..=0x19 | 0x36..=0x3A | 0xA9 => 4,
-                        _ => return Err(SkipReason::MalformedCode("bad wide opcode")),
-                    };
-                }
+                OP_WIDE => ins.len = wide_len(code, off)?,
                 _ => {}
             }
             if is_invoke(op) {
@@ -742,6 +763,291 @@ pub(crate) fn emit(
         }
     }
     Ok(())
+}
+
+/// Where the old code's offsets went, as the tables (exceptions, frames, lines, locals) need
+/// it: from the segments of the general rewrite ([`Segmented`]) or the direct one ([`Direct`]).
+/// Which old offsets are instruction boundaries.
+pub(crate) trait Boundaries {
+    /// Length of the old code.
+    fn code_len(&self) -> u32;
+    /// Whether old offset `off` starts an instruction or is the code end.
+    fn is_boundary(&self, off: u32) -> bool;
+}
+
+impl Boundaries for Decoded {
+    fn code_len(&self) -> u32 {
+        self.code_len
+    }
+    #[inline]
+    fn is_boundary(&self, off: u32) -> bool {
+        self.index(off).is_some()
+    }
+}
+
+pub(crate) trait CodeMap: Boundaries {
+    /// New position of boundary `off`: the first byte emitted for its instruction, i.e. its call
+    /// probe when it has one (branch targets, handlers, frames and tables use this, so a jump to
+    /// an invoke runs its probe); the new code end for the code end.
+    fn pos(&self, off: u32) -> Option<u32>;
+    /// New position of the opcode of the `new` at old offset `off` (what an Uninitialized
+    /// verification type names).
+    fn new_opcode(&self, off: u32) -> Option<u32>;
+    /// Start of the instruction containing old offset `off` (the code end past it).
+    fn containing(&self, off: u32) -> Option<u32>;
+}
+
+/// The general rewrite's [`CodeMap`]: segments and their layout.
+pub(crate) struct Segmented<'s> {
+    pub d: &'s Decoded,
+    pub lay: &'s Layout,
+}
+
+impl Boundaries for Segmented<'_> {
+    fn code_len(&self) -> u32 {
+        self.d.code_len
+    }
+    #[inline]
+    fn is_boundary(&self, off: u32) -> bool {
+        self.d.index(off).is_some()
+    }
+}
+
+impl CodeMap for Segmented<'_> {
+    #[inline]
+    fn pos(&self, off: u32) -> Option<u32> {
+        self.lay.pos_in(self.d, self.d.index(off)?, off)
+    }
+    fn new_opcode(&self, off: u32) -> Option<u32> {
+        // A `new` has a probe, so it is a segment of its own.
+        let i = self.d.index(off).filter(|&i| i < self.d.insns.len())?;
+        Some(self.lay.at(self.d, i))
+    }
+    fn containing(&self, off: u32) -> Option<u32> {
+        self.d.containing(off)
+    }
+}
+
+/// The direct rewrite: one pass over the code that copies it into the new body, inserting the
+/// probes as it meets their instructions, without segments or a layout. It serves methods whose
+/// new code cannot reach 32 KiB (no branch can need widening; [`DIRECT_MAX_CODE`]); the others,
+/// and a method with a switch before its first probe (whose padding depends on the entry probe's
+/// length, not known yet), take the general rewrite.
+///
+/// Positions in the body are relative to its start: the entry probe, whose length is known only
+/// once the method has an id, goes before it (`entry_len`).
+#[derive(Default)]
+pub(crate) struct Direct {
+    /// Old offset -> body position of the instruction starting there ([`NO_POS`] inside an
+    /// instruction); `newpos[code_len]` is the body's end.
+    newpos: Vec<u16>,
+    /// The body; only its first `body_len` bytes are the code (a reused buffer of
+    /// [`DIRECT_BODY_CAP`] bytes).
+    body: Vec<u8>,
+    pub body_len: usize,
+    pub entry_len: u32,
+    /// Branch displacements to write once every target's place is known.
+    fixups: Vec<Fixup>,
+    /// Body positions of the site probes' `invokestatic` operands, and whether each is an
+    /// allocation probe (written by [`Direct::link`]).
+    links: Vec<(u32, bool)>,
+    pub nprobes: u32,
+}
+
+/// Largest code the direct rewrite takes: a probe point is at least 2 bytes of code and its probe
+/// at most [`probes::MAX_SITE_LEN`], so the new code (with an entry probe of at most 26 bytes)
+/// stays below 32 KiB.
+pub(crate) const DIRECT_MAX_CODE: u32 = 3900;
+const DIRECT_BODY_CAP: usize = 32 * 1024;
+const NO_POS: u16 = u16::MAX;
+
+/// How the direct walk ended.
+pub(crate) enum Walk {
+    Done,
+    /// A switch before the first probe: nothing registered, take the general rewrite.
+    Switch,
+}
+
+/// What the direct walk asks of the method's rewrite at each probe point: the push of its site
+/// id and the entry probe's length (the method's id is taken at its first site).
+pub(crate) type SiteFn<'f> = dyn FnMut(u32, Probe) -> Result<(IntPush, u32), SkipReason> + 'f;
+
+impl Direct {
+    /// The new code: `entry` (the entry probe) and the body.
+    pub fn body(&self) -> &[u8] {
+        &self.body[..self.body_len]
+    }
+
+    /// Writes the class's Methodrefs of the runtime into the site probes.
+    pub fn link(&mut self, refs: &RuntimeRefs) -> Result<(), SkipReason> {
+        for &(at, alloc) in &self.links {
+            probes::link_site(&mut self.body[..self.body_len], at as usize, alloc, refs)
+                .ok_or(SkipReason::MalformedCode("site link"))?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites `code` into the body. `alloc_probes`: whether allocations get probes. `tail` is
+    /// the site probes' tail before linking (see [`probes::SiteTail::ref_at`]).
+    pub fn walk(&mut self, code: &[u8], alloc_probes: bool, tail: &probes::SiteTail, site: &mut SiteFn<'_>) -> Result<Walk, SkipReason> {
+        let code_len = code.len() as u32;
+        if code_len == 0 || code_len > DIRECT_MAX_CODE {
+            return Err(SkipReason::MalformedCode("code length for the direct rewrite"));
+        }
+        self.newpos.clear();
+        self.newpos.resize(code.len() + 1, NO_POS);
+        if self.body.len() < DIRECT_BODY_CAP + CodeBuf::SLACK {
+            self.body.resize(DIRECT_BODY_CAP + CodeBuf::SLACK, 0);
+        }
+        self.fixups.clear();
+        self.links.clear();
+        self.nprobes = 0;
+        self.entry_len = 0;
+        let overrun = SkipReason::MalformedCode("instruction overruns the code");
+        let newpos = &mut self.newpos[..code.len()];
+        let mut w = CodeBuf::new(&mut self.body[..]);
+        // The entry probe's length, from the first site on.
+        let mut entry_len = None;
+        let ref_at = tail.ref_at();
+        let mut off = 0usize;
+        while off < code.len() {
+            let op = code[off];
+            if PLAIN_LEN[op as usize] != 0 {
+                // A run of plain instructions, copied as one block: they keep their distance
+                // from its start.
+                let start = off;
+                let shift = w.pos().wrapping_sub(start);
+                while let Some(&op) = code.get(off) {
+                    let len = PLAIN_LEN[op as usize] as usize;
+                    if len == 0 {
+                        break;
+                    }
+                    newpos[off] = off.wrapping_add(shift) as u16;
+                    off += len;
+                }
+                // An instruction that overruns the code ends the run past the end.
+                w.run(code, start, code.get(start..off).ok_or(overrun)?);
+                continue;
+            }
+            let at = w.pos();
+            let len = match FIXED_LEN[op as usize] {
+                INVALID => return Err(SkipReason::MalformedCode("unknown opcode")),
+                0 if op == OP_WIDE => wide_len(code, off as u32)? as usize,
+                0 => {
+                    // A switch: its padding depends on its position in the whole new code.
+                    let Some(entry_len) = entry_len else { return Ok(Walk::Switch) };
+                    let o = off as u32;
+                    let sw = Switch::parse(code, o)?;
+                    let new_at = (entry_len as usize + at) as u32;
+                    w.put([op, 0, 0, 0], 1 + switch_pad(new_at) as usize);
+                    self.fixups.push(Fixup { at: w.pos() as u32, origin: at as u32, target: target_of(o, sw.default as i64, code_len)?, wide: true });
+                    w.put([0; 4], 4);
+                    let base = (o + 1 + switch_pad(o)) as usize;
+                    // low and high, or npairs.
+                    w.slice(code.get(base + 4..sw.first as usize).ok_or(overrun)?);
+                    for k in 0..sw.n {
+                        let e = sw.first + k * sw.stride;
+                        if sw.disp_at != 0 {
+                            w.slice(code.get(e as usize..(e + 4) as usize).ok_or(overrun)?); // match
+                        }
+                        let d = rd_i32(code, e + sw.disp_at)?;
+                        self.fixups.push(Fixup { at: w.pos() as u32, origin: at as u32, target: target_of(o, d as i64, code_len)?, wide: true });
+                        w.put([0; 4], 4);
+                    }
+                    newpos[off] = at as u16;
+                    off = sw.end as usize;
+                    continue;
+                }
+                n => n as usize,
+            };
+            if off + len > code.len() {
+                return Err(overrun);
+            }
+            newpos[off] = at as u16;
+            let o = off as u32;
+            match op {
+                0x99..=0xA8 | 0xC6 | 0xC7 | OP_GOTO_W | OP_JSR_W => {
+                    let wide = matches!(op, OP_GOTO_W | OP_JSR_W);
+                    let d = if wide { rd_i32(code, o + 1)? as i64 } else { super::classfile::be_u16(code, off + 1).ok_or(overrun)? as i16 as i64 };
+                    self.fixups.push(Fixup { at: at as u32 + 1, origin: at as u32, target: target_of(o, d, code_len)?, wide });
+                    w.put([op, 0, 0, 0, 0], len);
+                }
+                _ if is_invoke(op) || (alloc_probes && is_alloc(op)) => {
+                    let alloc = !is_invoke(op);
+                    if alloc {
+                        w.run(code, off, &code[off..off + len]);
+                    }
+                    let (push, e) = site(o, if alloc { Probe::Alloc } else { Probe::Call })?;
+                    entry_len = Some(e);
+                    probes::emit_site_with(&mut w, alloc, push, tail);
+                    self.links.push(((w.pos() - tail_len(tail) + ref_at) as u32, alloc));
+                    if !alloc {
+                        w.run(code, off, &code[off..off + len]);
+                    }
+                    self.nprobes += 1;
+                }
+                _ => w.run(code, off, &code[off..off + len]),
+            }
+            off += len;
+        }
+        let body_len = w.pos();
+        if body_len > DIRECT_BODY_CAP {
+            return Err(SkipReason::CodeTooLarge);
+        }
+        self.newpos[code.len()] = body_len as u16;
+        self.body_len = body_len;
+        // Displacements, once every target is placed; a target must start an instruction.
+        for f in &self.fixups {
+            let t = match self.newpos.get(f.target as usize) {
+                Some(&p) if p != NO_POS => p as i64,
+                _ => return Err(SkipReason::MalformedCode("branch into the middle of an instruction")),
+            };
+            let disp = t - f.origin as i64;
+            let at = f.at as usize;
+            if f.wide {
+                self.body[at..at + 4].copy_from_slice(&(disp as i32).to_be_bytes());
+            } else {
+                self.body[at..at + 2].copy_from_slice(&(disp as i16).to_be_bytes());
+            }
+        }
+        Ok(Walk::Done)
+    }
+}
+
+/// Bytes [`probes::emit_site_with`] writes after the push.
+fn tail_len(tail: &probes::SiteTail) -> usize {
+    tail.ref_at() + 2
+}
+
+impl Boundaries for Direct {
+    fn code_len(&self) -> u32 {
+        self.newpos.len() as u32 - 1
+    }
+    #[inline]
+    fn is_boundary(&self, off: u32) -> bool {
+        self.newpos.get(off as usize).is_some_and(|&p| p != NO_POS)
+    }
+}
+
+impl CodeMap for Direct {
+    #[inline]
+    fn pos(&self, off: u32) -> Option<u32> {
+        match self.newpos.get(off as usize) {
+            Some(&p) if p != NO_POS => Some(self.entry_len + p as u32),
+            _ => None,
+        }
+    }
+    fn new_opcode(&self, off: u32) -> Option<u32> {
+        // An allocation probe goes after its instruction.
+        self.pos(off)
+    }
+    fn containing(&self, off: u32) -> Option<u32> {
+        let mut o = (off as usize).min(self.newpos.len().checked_sub(1)?);
+        while self.newpos.get(o)? == &NO_POS {
+            o = o.checked_sub(1)?;
+        }
+        Some(o as u32)
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 use std::ops::Range;
 
 use super::classfile::Reader;
-use super::code::{CodeBuf, Decoded, Layout, OP_NEW};
+use super::code::{Boundaries, CodeBuf, CodeMap, OP_NEW};
 use super::pool::PoolEdit;
 use super::SkipReason;
 
@@ -192,7 +192,7 @@ impl<'a> Frames<'a> {
 
     /// Decodes a StackMapTable attribute's info (call after `set_initial`; may be called for
     /// several tables, which continue from the previous frame).
-    pub fn decode(&mut self, info: &[u8], d: &Decoded) -> Result<(), SkipReason> {
+    pub fn decode(&mut self, info: &[u8], map: &impl Boundaries) -> Result<(), SkipReason> {
         let mut r = Reader::new(info, 0);
         let n = r.u2().ok_or(bad("truncated"))?;
         let mut prev_locals = self
@@ -250,9 +250,9 @@ impl<'a> Frames<'a> {
             let off = prev_off + 1 + delta as i64;
             let at = u32::try_from(off)
                 .ok()
-                .filter(|&o| d.index(o).is_some())
+                .filter(|&o| map.is_boundary(o))
                 .ok_or(bad("frame not at an instruction"))?;
-            if at >= d.code_len {
+            if at >= map.code_len() {
                 return Err(bad("frame past the code"));
             }
             self.frames.push(Frame {
@@ -279,14 +279,13 @@ const VT_MAX_LEN: usize = 3;
 fn write_vt<'a>(
     out: &mut CodeBuf<'_>,
     v: VType<'a>,
-    d: &Decoded,
-    lay: &Layout,
+    map: &impl CodeMap,
     code: &[u8],
     pool: &mut PoolEdit<'a>,
 ) -> Result<(), SkipReason> {
     let (bytes, len) = match simple_vt(v) {
         Some(b) => b,
-        None => resolved_vt(v, d, lay, code, pool)?,
+        None => resolved_vt(v, map, code, pool)?,
     };
     out.put(bytes, len);
     Ok(())
@@ -319,8 +318,7 @@ fn obj_vt(i: u16) -> ([u8; 3], usize) {
 #[inline(never)]
 fn resolved_vt<'a>(
     v: VType<'a>,
-    d: &Decoded,
-    lay: &Layout,
+    map: &impl CodeMap,
     code: &[u8],
     pool: &mut PoolEdit<'a>,
 ) -> Result<([u8; 3], usize), SkipReason> {
@@ -328,16 +326,12 @@ fn resolved_vt<'a>(
         VType::Name(n) => obj_vt(pool.class(n)),
         VType::ArrayOf(c) => obj_vt(pool.array_class(c).ok_or(bad("bad anewarray class"))?),
         VType::Uninit(off) => {
-            // Must name the moved `new` opcode itself (never its probe).
-            let i = d
-                .index(off)
-                .filter(|&i| i < d.insns.len())
-                .ok_or(bad("Uninitialized not at an instruction"))?;
             if code.get(off as usize) != Some(&OP_NEW) {
                 return Err(bad("Uninitialized does not name a new"));
             }
-            // A `new` has a probe, so it is a segment of its own: `at` is its opcode.
-            let [h, l] = (lay.at(d, i) as u16).to_be_bytes();
+            // Must name the moved `new` opcode itself (never its probe).
+            let at = map.new_opcode(off).ok_or(bad("Uninitialized not at an instruction"))?;
+            let [h, l] = (at as u16).to_be_bytes();
             ([8, h, l], 3)
         }
         simple => simple_vt(simple).ok_or(bad("verification type"))?,
@@ -358,8 +352,7 @@ fn trim_tops<'t, 'a>(locals: &'t [VType<'a>]) -> &'t [VType<'a>] {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode<'a>(
     frames: &Frames<'a>,
-    d: &Decoded,
-    lay: &Layout,
+    map: &impl CodeMap,
     code: &[u8],
     max_locals: u16,
     leaf: bool,
@@ -389,7 +382,7 @@ pub(crate) fn encode<'a>(
     let mut prev: Option<(&Range<u32>, &[VType<'a>], u32)> = None;
     let mut prev_pos: i64 = -1;
     for f in frames.frames.iter() {
-        let pos = lay.pos(d, f.off).ok_or(bad("frame not at an instruction"))? as i64;
+        let pos = map.pos(f.off).ok_or(bad("frame not at an instruction"))? as i64;
         let delta = pos - prev_pos - 1;
         if !(0..=0xFFFF).contains(&delta) {
             return Err(bad("frames out of order"));
@@ -427,7 +420,7 @@ pub(crate) fn encode<'a>(
             } else {
                 w.put([247, dh, dl], 3);
             }
-            write_vt(&mut w, stack[0], d, lay, code, pool)?;
+            write_vt(&mut w, stack[0], map, code, pool)?;
         } else {
             let padding = (max_locals as u32 - slots) as usize;
             let nlocals = locals.len() + padding + probe_locals.1;
@@ -437,13 +430,13 @@ pub(crate) fn encode<'a>(
             let [nh, nl] = (nlocals as u16).to_be_bytes();
             w.put([255, dh, dl, nh, nl], 5);
             for &v in locals {
-                write_vt(&mut w, v, d, lay, code, pool)?;
+                write_vt(&mut w, v, map, code, pool)?;
             }
             w.zeros(padding); // Top
             w.put(probe_locals.0, probe_locals.1);
             w.put((stack.len() as u16).to_be_bytes(), 2);
             for &v in stack {
-                write_vt(&mut w, v, d, lay, code, pool)?;
+                write_vt(&mut w, v, map, code, pool)?;
             }
         }
         prev = Some((&f.locals, trimmed, slots));

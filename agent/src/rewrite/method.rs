@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use super::classfile::{be_u16, for_each_attr, ConstPool, Reader, MAX_CP_COUNT};
-use super::code::{self, Decoded, Kind, Layout, Probe, Pushes, OP_GOTO, OP_JSR, OP_RETURN};
+use super::code::{self, Boundaries, CodeMap, Decoded, Direct, Kind, Layout, Probe, Pushes, Segmented, Walk, OP_GOTO, OP_JSR, OP_RETURN};
 use super::frames::{self, Frames};
 use super::pool::PoolEdit;
 use super::probes::{self, IntPush, ProbeLocals};
@@ -35,6 +35,7 @@ pub(crate) struct ClassCtx<'a, 'n> {
 #[derive(Default)]
 pub(crate) struct Scratch<'a> {
     d: Decoded,
+    direct: Direct,
     lay: Layout,
     frames: Frames<'a>,
     lines: Vec<(u16, u16)>,
@@ -71,6 +72,7 @@ impl Scratch<'_> {
     pub fn recycle(self) -> Scratch<'static> {
         Scratch {
             d: self.d,
+            direct: self.direct,
             lay: self.lay,
             frames: self.frames.recycle(),
             lines: self.lines,
@@ -167,8 +169,29 @@ fn line_at(sorted: &[(u16, u16)], has_table: bool, p: usize, bci: u32) -> i32 {
     }
 }
 
+/// The parts of a Code attribute, located in its info.
+struct CodeAttr<'a> {
+    info: &'a [u8],
+    max_stack: u16,
+    max_locals: u16,
+    code: &'a [u8],
+    nexc: usize,
+    exc_start: usize,
+    /// Name index of the (first) StackMapTable, if any.
+    smt_name: Option<u16>,
+    has_lnt: bool,
+}
+
+const TRUNCATED: SkipReason = SkipReason::MalformedCode("truncated Code attribute");
+
 /// Rewrites one method; appends the replacement for the whole Code attribute to `out`. On
 /// error, `out` may hold part of it (the caller truncates).
+///
+/// Most methods take the direct rewrite ([`code::Direct`]: one pass over the code, probes
+/// inserted as their instructions come); a method that may grow past 32 KiB, `Object.<init>`
+/// (whose `return`s get call probes) and one with a switch before its first probe take the
+/// general one (segments, a layout that can widen branches, [`code::emit`]). Both give the
+/// same bytes.
 pub(crate) fn rewrite_method<'a>(
     cx: &ClassCtx<'a, '_>,
     m: &MethodIn<'a, '_>,
@@ -176,12 +199,36 @@ pub(crate) fn rewrite_method<'a>(
     reg: &mut dyn SiteRegistry,
     s: &mut Scratch<'a>,
     out: &mut Vec<u8>,
-) -> Result<(), SkipReason> {
-    let bytes = cx.bytes;
-    let info: &'a [u8] = bytes
-        .get(m.info.clone())
-        .ok_or(SkipReason::MalformedCode("attribute range"))?;
-    let trunc = SkipReason::MalformedCode("truncated Code attribute");
+) -> Result<Path, SkipReason> {
+    let c = parse_code_attr(cx, m, pool, s)?;
+    read_tables(&c, s)?;
+    let object_init = cx.this_is_object && m.name == "<init>";
+    let direct = reg.direct_rewrite()
+        && c.code.len() as u32 <= code::DIRECT_MAX_CODE
+        && !object_init
+        && ProbeLocals::after(c.max_locals, false).is_some()
+        && c.max_stack.checked_add(probes::EXTRA_STACK).is_some();
+    if direct {
+        if let Walk::Done = rewrite_direct(cx, m, &c, pool, reg, s, out)? {
+            return Ok(Path::Direct);
+        }
+    }
+    rewrite_general(cx, m, &c, pool, reg, s, out)?;
+    Ok(Path::General)
+}
+
+/// Which rewrite a method took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    Direct,
+    General,
+}
+
+/// Locates the parts of the method's Code attribute and classifies its sub-attributes into
+/// `s.sub`.
+fn parse_code_attr<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, pool: &PoolEdit<'a>, s: &mut Scratch<'a>) -> Result<CodeAttr<'a>, SkipReason> {
+    let info: &'a [u8] = cx.bytes.get(m.info.clone()).ok_or(SkipReason::MalformedCode("attribute range"))?;
+    let trunc = TRUNCATED;
     let mut r = Reader::new(info, 0);
     let max_stack = r.u2().ok_or(trunc)?;
     let max_locals = r.u2().ok_or(trunc)?;
@@ -213,84 +260,18 @@ pub(crate) fn rewrite_method<'a>(
     })
     .map_err(|_| trunc)?;
     if r.pos != info.len() {
-        return Err(SkipReason::MalformedCode(
-            "trailing bytes in Code attribute",
-        ));
+        return Err(SkipReason::MalformedCode("trailing bytes in Code attribute"));
     }
+    Ok(CodeAttr { info, max_stack, max_locals, code, nexc, exc_start, smt_name, has_lnt })
+}
 
-    let d = &mut s.d;
-    d.decode(code)?;
-    if cx.this_is_object && m.name == "<init>" {
-        // The JVM calls `Finalizer.register` from the `return` of `Object.<init>`
-        // (RegisterFinalizersAtInit): a call probe there gives that upcall the frame's record,
-        // where it would otherwise walk and read the frame's locals, a safepoint each, for
-        // every finalizable object (jython: almost all of its walks).
-        for ins in d.insns.iter_mut().filter(|ins| ins.op == OP_RETURN) {
-            ins.probe = Probe::Call;
-            d.nprobes += 1;
-        }
-    }
-    if !reg.alloc_sites() {
-        d.drop_alloc_probes();
-    }
-    // A method without site probes is a leaf (probes.rs): one int local, no extra stack.
-    let mut locals = ProbeLocals::after(max_locals, d.nprobes == 0).ok_or(SkipReason::TooManyLocals)?;
-    let hook = &probes::DEFINE_HOOK;
-    // Its parameters' slots hold for an instance method of that descriptor only.
-    let instance = m.access & super::ACC_STATIC == 0;
-    if instance && !locals.leaf && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor {
-        locals.define_hook = Some(pool.runtime_method(hook.runtime_method, hook.runtime_descriptor));
-    }
-    let new_stack = locals.max_stack(max_stack).ok_or(SkipReason::TooManyStackSlots)?;
-
-    // Exception table: every offset must be an instruction boundary.
-    for k in 0..nexc {
-        let e = exc_start + k * 8;
-        let sp = be_u16(info, e).ok_or(trunc)? as u32;
-        let ep = be_u16(info, e + 2).ok_or(trunc)? as u32;
-        let hp = be_u16(info, e + 4).ok_or(trunc)? as u32;
-        // Boundaries compare like their instructions; the handler must be an instruction.
-        match (d.index(sp), d.index(ep), d.is_insn(hp)) {
-            (Some(_), Some(_), true) if sp < ep => {}
-            _ => return Err(bad_table("exception range not on instruction boundaries")),
-        }
-    }
-
-    // Frames: only classes verified by type checking (version 50+) use them. Older classes may
-    // carry a stale table the JVM ignores; it is dropped rather than rewritten.
-    let needs_frames = cx.major >= 50;
-    let frames = &mut s.frames;
-    // The initial frame (from the descriptor) only matters to a method that has or may gain
-    // frames: most methods have none, so it is parsed on first need (here, or when a branch
-    // widens below).
-    let mut initial_set = false;
-    let ensure_initial = |frames: &mut Frames<'a>, set: &mut bool| -> Result<(), SkipReason> {
-        if !*set {
-            frames.set_initial(
-                m.desc_bytes,
-                m.access & super::ACC_STATIC != 0,
-                m.name == "<init>",
-                cx.this_is_object,
-                cx.this_class,
-            )?;
-            *set = true;
-        }
-        Ok(())
-    };
-    frames.clear();
-    if needs_frames && smt_name.is_some() {
-        ensure_initial(frames, &mut initial_set)?;
-        for (_, i, k) in sub.iter() {
-            if *k == ATTR_SMT {
-                frames.decode(info.get(i.clone()).ok_or(trunc)?, d)?;
-            }
-        }
-    }
-
-    // Lines (for SiteInfo) and validation of line/local tables.
+/// Reads the line table (for the sites' lines, into `s.lines`, stably sorted by start_pc) and
+/// checks the line and local-variable tables against the code's length.
+fn read_tables(c: &CodeAttr<'_>, s: &mut Scratch<'_>) -> Result<(), SkipReason> {
+    let code_len = c.code.len();
     s.lines.clear();
     for (_, i, k) in s.sub.iter() {
-        let t = info.get(i.clone()).ok_or(trunc)?;
+        let t = c.info.get(i.clone()).ok_or(TRUNCATED)?;
         match *k {
             ATTR_LNT => {
                 let n = be_u16(t, 0).ok_or(bad_table("LineNumberTable"))? as usize;
@@ -321,12 +302,206 @@ pub(crate) fn rewrite_method<'a>(
         }
     }
     s.lines.sort_by_key(|&(pc, _)| pc); // stable: keeps table order among equal start_pc
+    Ok(())
+}
+
+/// Checks that every exception range and handler lies on instruction boundaries.
+fn check_exceptions(c: &CodeAttr<'_>, map: &impl Boundaries) -> Result<(), SkipReason> {
+    let code_len = c.code.len() as u32;
+    for k in 0..c.nexc {
+        let e = c.exc_start + k * 8;
+        let sp = be_u16(c.info, e).ok_or(TRUNCATED)? as u32;
+        let ep = be_u16(c.info, e + 2).ok_or(TRUNCATED)? as u32;
+        let hp = be_u16(c.info, e + 4).ok_or(TRUNCATED)? as u32;
+        // Boundaries compare like their instructions; the handler must be an instruction.
+        if !(sp < ep && map.is_boundary(sp) && map.is_boundary(ep) && hp < code_len && map.is_boundary(hp)) {
+            return Err(bad_table("exception range not on instruction boundaries"));
+        }
+    }
+    Ok(())
+}
+
+/// Fills `frames` with the method's initial frame (from its descriptor) once, on first need.
+fn ensure_initial<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, frames: &mut Frames<'a>, set: &mut bool) -> Result<(), SkipReason> {
+    if !*set {
+        frames.set_initial(m.desc_bytes, m.access & super::ACC_STATIC != 0, m.name == "<init>", cx.this_is_object, cx.this_class)?;
+        *set = true;
+    }
+    Ok(())
+}
+
+/// Decodes the method's StackMapTable into `s.frames` (emptied first); whether the initial
+/// frame was set. Only classes verified by type checking (version 50+) use frames; older classes
+/// may carry a stale table the JVM ignores, which is dropped rather than rewritten.
+#[allow(clippy::type_complexity)]
+fn decode_frames<'a>(
+    cx: &ClassCtx<'a, '_>,
+    m: &MethodIn<'a, '_>,
+    c: &CodeAttr<'a>,
+    sub: &[(Range<usize>, Range<usize>, u8)],
+    frames: &mut Frames<'a>,
+    map: &impl Boundaries,
+) -> Result<bool, SkipReason> {
+    // The initial frame only matters to a method that has or may gain frames: most methods have
+    // none, so it is parsed on first need.
+    let mut initial_set = false;
+    frames.clear();
+    if cx.major >= 50 && c.smt_name.is_some() {
+        ensure_initial(cx, m, frames, &mut initial_set)?;
+        for (_, i, k) in sub.iter() {
+            if *k == ATTR_SMT {
+                frames.decode(c.info.get(i.clone()).ok_or(TRUNCATED)?, map)?;
+            }
+        }
+    }
+    Ok(initial_set)
+}
+
+/// The site's line, moving `lp` forward to the first line entry at or after `off` (sites come
+/// in increasing bci order).
+#[inline]
+fn site_line(lines: &[(u16, u16)], has_lnt: bool, lp: &mut usize, off: u32) -> i32 {
+    while lines.get(*lp).is_some_and(|&(pc, _)| (pc as u32) < off) {
+        *lp += 1;
+    }
+    line_at(lines, has_lnt, *lp, off)
+}
+
+fn method_info<'n>(cx: &ClassCtx<'_, 'n>, m: &MethodIn<'_, 'n>, leaf: bool) -> MethodInfo<'n> {
+    MethodInfo { class: cx.class_name, name: m.name, descriptor: m.desc, source_file: cx.source_file, access_flags: m.access, leaf }
+}
+
+/// The probe locals of a method, with the define hook's Methodref appended when this is the
+/// hooked method (see [`probes::DEFINE_HOOK`]; not a leaf).
+fn probe_locals(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, max_locals: u16, leaf: bool, pool: &mut PoolEdit<'_>) -> Result<ProbeLocals, SkipReason> {
+    let mut locals = ProbeLocals::after(max_locals, leaf).ok_or(SkipReason::TooManyLocals)?;
+    let hook = &probes::DEFINE_HOOK;
+    // Its parameters' slots hold for an instance method of that descriptor only.
+    let instance = m.access & super::ACC_STATIC == 0;
+    if instance && !leaf && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor {
+        locals.define_hook = Some(pool.runtime_method(hook.runtime_method, hook.runtime_descriptor));
+    }
+    Ok(locals)
+}
+
+/// The direct rewrite (see [`rewrite_method`]); [`Walk::Switch`] when the method must take the
+/// general one (nothing registered, nothing written).
+fn rewrite_direct<'a>(
+    cx: &ClassCtx<'a, '_>,
+    m: &MethodIn<'a, '_>,
+    c: &CodeAttr<'a>,
+    pool: &mut PoolEdit<'a>,
+    reg: &mut dyn SiteRegistry,
+    s: &mut Scratch<'a>,
+    out: &mut Vec<u8>,
+) -> Result<Walk, SkipReason> {
+    let code = c.code;
+    // Site probes take a non-leaf's locals; their Methodref is linked after the walk, when the
+    // class's runtime Methodrefs exist (appended after the method's pushes, as the general
+    // rewrite does).
+    let site_locals = ProbeLocals::after(c.max_locals, false).ok_or(SkipReason::TooManyLocals)?;
+    let tail = probes::SiteTail::new(site_locals, &Default::default());
+    let alloc_probes = reg.alloc_sites();
+    // The method's id, push and probe locals and its entry probe's length, taken at its first
+    // site.
+    let mut method: Option<(u32, IntPush, ProbeLocals, u32)> = None;
+    let mut lp = 0;
+    let (lines, targets, has_lnt) = (&s.lines, &mut s.targets, c.has_lnt);
+    let mut site = |off: u32, probe: Probe| -> Result<(IntPush, u32), SkipReason> {
+        let (method_id, _, _, entry_len) = match method {
+            Some(v) => v,
+            None => {
+                let locals = probe_locals(cx, m, c.max_locals, false, pool)?;
+                let id = reg.method(&method_info(cx, m, false));
+                let push = push_for(id, pool);
+                let v = (id, push, locals, probes::entry_len(push, locals));
+                method = Some(v);
+                v
+            }
+        };
+        let line = site_line(lines, has_lnt, &mut lp, off);
+        let (kind, (api, target)) = match probe {
+            Probe::Alloc => (SiteKind::Alloc, (false, super::ANY_TARGET)),
+            _ => (SiteKind::Call, invoke_target(code, off, &pool.cp, targets)),
+        };
+        let id = reg.site(method_id, &SiteInfo { kind, bci: off, line, api, target });
+        Ok((push_for(id, pool), entry_len))
+    };
+    if let Walk::Switch = s.direct.walk(code, alloc_probes, &tail, &mut site)? {
+        return Ok(Walk::Switch);
+    }
+    let (method_push, locals) = match method {
+        Some((_, push, locals, _)) => (push, locals),
+        None => {
+            // No site: a leaf (probes.rs), one int local and no extra stack.
+            let locals = probe_locals(cx, m, c.max_locals, true, pool)?;
+            let id = reg.method(&method_info(cx, m, true));
+            (push_for(id, pool), locals)
+        }
+    };
+    if pool.app.count() > MAX_CP_COUNT {
+        return Err(SkipReason::ConstantPoolFull);
+    }
+    let refs = pool.runtime_refs();
+    let direct = &mut s.direct;
+    direct.link(&refs)?;
+    direct.entry_len = probes::entry_len(method_push, locals);
+    check_exceptions(c, direct)?;
+    decode_frames(cx, m, c, &s.sub, &mut s.frames, &s.direct)?;
+    let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
+    // The new Code attribute.
+    let code_len_at = write_code_header(cx, m, c, new_stack, locals, out)?;
+    let mut entry = [0u8; 64];
+    let mut w = code::CodeBuf::new(&mut entry);
+    probes::emit_entry(&mut w, method_push, locals, &refs);
+    let entry_len = w.pos();
+    out.extend_from_slice(&entry[..entry_len]);
+    out.extend_from_slice(s.direct.body());
+    let new_code_len = (entry_len + s.direct.body_len) as u32;
+    out[code_len_at..code_len_at + 4].copy_from_slice(&new_code_len.to_be_bytes());
+    write_tables(cx, c, &s.direct, &s.frames, &s.sub, locals, new_code_len, pool, out)?;
+    Ok(Walk::Done)
+}
+
+/// The general rewrite (see [`rewrite_method`]).
+fn rewrite_general<'a>(
+    cx: &ClassCtx<'a, '_>,
+    m: &MethodIn<'a, '_>,
+    c: &CodeAttr<'a>,
+    pool: &mut PoolEdit<'a>,
+    reg: &mut dyn SiteRegistry,
+    s: &mut Scratch<'a>,
+    out: &mut Vec<u8>,
+) -> Result<(), SkipReason> {
+    let code = c.code;
+    let code_len = code.len();
+    let d = &mut s.d;
+    d.decode(code)?;
+    if cx.this_is_object && m.name == "<init>" {
+        // The JVM calls `Finalizer.register` from the `return` of `Object.<init>`
+        // (RegisterFinalizersAtInit): a call probe there gives that upcall the frame's record,
+        // where it would otherwise walk and read the frame's locals, a safepoint each, for
+        // every finalizable object (jython: almost all of its walks).
+        for ins in d.insns.iter_mut().filter(|ins| ins.op == OP_RETURN) {
+            ins.probe = Probe::Call;
+            d.nprobes += 1;
+        }
+    }
+    if !reg.alloc_sites() {
+        d.drop_alloc_probes();
+    }
+    // A method without site probes is a leaf (probes.rs): one int local, no extra stack.
+    let locals = probe_locals(cx, m, c.max_locals, d.nprobes == 0, pool)?;
+    let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
+    check_exceptions(c, &*d)?;
+    let mut initial_set = decode_frames(cx, m, c, &s.sub, &mut s.frames, &s.d)?;
+    let needs_frames = cx.major >= 50;
+    let (d, lay, frames) = (&mut s.d, &mut s.lay, &mut s.frames);
 
     // Worst-case layout before any id is handed out; skipped when even the worst case is
     // clearly below 32 KiB (nothing can widen or overflow then).
     let worst = IntPush::Short(0);
     let worst_site = probes::site_len(worst, locals);
-    let lay = &mut s.lay;
     let worst_bound =
         code_len as u64 + d.nprobes as u64 * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
     let may_widen = worst_bound > i16::MAX as u64;
@@ -338,25 +513,16 @@ pub(crate) fn rewrite_method<'a>(
         }
         lay.compute(d, probes::entry_len(worst, locals))?;
         if needs_frames && lay.any_wide {
-            ensure_initial(frames, &mut initial_set)?;
+            ensure_initial(cx, m, frames, &mut initial_set)?;
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
         }
     }
 
     // Ids, in bytecode order, then the shortest pushes.
-    let minfo = MethodInfo {
-        class: cx.class_name,
-        name: m.name,
-        descriptor: m.desc,
-        source_file: cx.source_file,
-        access_flags: m.access,
-        leaf: locals.leaf,
-    };
-    let method_id = reg.method(&minfo);
+    let method_id = reg.method(&method_info(cx, m, locals.leaf));
     let method_push = push_for(method_id, pool);
     s.pushes.clear();
     s.pushes.resize(d.insns.len(), None);
-    // Sites come in increasing bci order, so the line lookup only moves forward.
     let mut lp = 0;
     let site_tail_len = probes::site_tail_len(locals);
     reg.reserve_sites(d.nprobes);
@@ -366,10 +532,7 @@ pub(crate) fn rewrite_method<'a>(
             Probe::Call => SiteKind::Call,
             Probe::Alloc => SiteKind::Alloc,
         };
-        while s.lines.get(lp).is_some_and(|&(pc, _)| (pc as u32) < ins.off) {
-            lp += 1;
-        }
-        let line = line_at(&s.lines, has_lnt, lp, ins.off);
+        let line = site_line(&s.lines, c.has_lnt, &mut lp, ins.off);
         let (api, target) = match kind {
             SiteKind::Call if ins.op == OP_RETURN => (false, super::finalizer_register_key()),
             SiteKind::Call => invoke_target(code, ins.off, &pool.cp, &mut s.targets),
@@ -388,7 +551,7 @@ pub(crate) fn rewrite_method<'a>(
     let planned_len = if may_widen {
         lay.compute(d, probes::entry_len(method_push, locals))?;
         if needs_frames && lay.any_wide {
-            ensure_initial(frames, &mut initial_set)?;
+            ensure_initial(cx, m, frames, &mut initial_set)?;
             add_widening_frames(frames, d, code, pool, cx.this_class)?;
         }
         Some(lay.code_len)
@@ -398,42 +561,52 @@ pub(crate) fn rewrite_method<'a>(
     let refs = pool.runtime_refs();
 
     // The new Code attribute.
-    let base = out.len();
     out.reserve(m.attr.len() + worst_bound as usize - code_len);
-    out.extend_from_slice(
-        bytes
-            .get(m.attr.start..m.attr.start + 2)
-            .ok_or(trunc)?,
-    );
-    out.extend_from_slice(&[0, 0, 0, 0]); // length, patched below
-    out.extend_from_slice(&new_stack.to_be_bytes());
-    out.extend_from_slice(&(max_locals + locals.extra_locals()).to_be_bytes());
-    let code_len_at = out.len();
-    out.extend_from_slice(&[0, 0, 0, 0]); // code_length, patched below
-    code::emit(
-        code,
-        d,
-        lay,
-        &Pushes {
-            method: method_push,
-            site: &s.pushes,
-        },
-        locals,
-        &refs,
-        out,
-    )?;
+    let code_len_at = write_code_header(cx, m, c, new_stack, locals, out)?;
+    code::emit(code, d, lay, &Pushes { method: method_push, site: &s.pushes }, locals, &refs, out)?;
     let new_code_len = lay.code_len;
     if planned_len.is_some_and(|l| l != new_code_len) {
         return Err(SkipReason::MalformedCode("layout mismatch"));
     }
     out[code_len_at..code_len_at + 4].copy_from_slice(&new_code_len.to_be_bytes());
+    write_tables(cx, c, &Segmented { d, lay }, frames, &s.sub, locals, new_code_len, pool, out)
+}
+
+/// Starts the new Code attribute in `out`: its name, a length [`write_tables`] patches,
+/// max_stack, max_locals and a code_length to patch; returns where the code_length is.
+fn write_code_header(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, c: &CodeAttr<'_>, new_stack: u16, locals: ProbeLocals, out: &mut Vec<u8>) -> Result<usize, SkipReason> {
+    let name = cx.bytes.get(m.attr.start..m.attr.start + 2).ok_or(TRUNCATED)?;
+    let [s0, s1] = new_stack.to_be_bytes();
+    let [l0, l1] = (c.max_locals + locals.extra_locals()).to_be_bytes();
+    out.extend_from_slice(&[name[0], name[1], 0, 0, 0, 0, s0, s1, l0, l1, 0, 0, 0, 0]);
+    Ok(out.len() - 4)
+}
+
+/// Ends the new Code attribute that [`write_code_header`] began and the new code continued: the
+/// exception table and the sub-attributes, their offsets mapped through `map`, then the
+/// attribute's length.
+#[allow(clippy::too_many_arguments)]
+fn write_tables<'a>(
+    cx: &ClassCtx<'a, '_>,
+    c: &CodeAttr<'a>,
+    map: &impl CodeMap,
+    frames: &Frames<'a>,
+    sub: &[(Range<usize>, Range<usize>, u8)],
+    locals: ProbeLocals,
+    new_code_len: u32,
+    pool: &mut PoolEdit<'a>,
+    out: &mut Vec<u8>,
+) -> Result<(), SkipReason> {
+    let (info, trunc) = (c.info, TRUNCATED);
+    let base = out.len() - 14 - new_code_len as usize;
+    let needs_frames = cx.major >= 50;
     // The tables below are copied whole, then their offsets remapped in place.
     let at = out.len() + 2;
-    out.extend_from_slice(info.get(exc_start - 2..exc_start + nexc * 8).ok_or(trunc)?);
+    out.extend_from_slice(info.get(c.exc_start - 2..c.exc_start + c.nexc * 8).ok_or(trunc)?);
     for e in out[at..].chunks_exact_mut(8) {
         // start, end (exclusive; code_len maps to the new end), handler.
         for j in [0, 2, 4] {
-            let np = lay.pos(d, get_u16(e, j)).ok_or(bad_table("exception"))?;
+            let np = map.pos(get_u16(e, j)).ok_or(bad_table("exception"))?;
             set_u16(e, j, np);
         }
     }
@@ -441,11 +614,9 @@ pub(crate) fn rewrite_method<'a>(
     out.extend_from_slice(&[0, 0]);
     let mut count: u16 = 0;
     let mut smt_written = false;
-    for (whole, i, k) in s.sub.iter() {
+    for (whole, i, k) in sub.iter() {
         let t = info.get(i.clone()).ok_or(trunc)?;
-        let head = info
-            .get(whole.start..whole.start + 2)
-            .ok_or(trunc)?;
+        let head = info.get(whole.start..whole.start + 2).ok_or(trunc)?;
         match *k {
             ATTR_DROP => continue,
             ATTR_SMT => {
@@ -454,7 +625,7 @@ pub(crate) fn rewrite_method<'a>(
                 }
                 let start = out.len();
                 write_attr_header(out, head);
-                frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, out)?;
+                frames::encode(frames, map, c.code, c.max_locals, locals.leaf, pool, out)?;
                 patch_len(out, start)?;
                 smt_written = true;
             }
@@ -466,7 +637,7 @@ pub(crate) fn rewrite_method<'a>(
                     let pc = get_u16(e, 0);
                     // Offset 0 stays 0 so the entry probe belongs to the first line.
                     if pc != 0 {
-                        set_u16(e, 0, map_pc(d, lay, pc)?);
+                        set_u16(e, 0, map_pc(map, pc)?);
                     }
                 }
             }
@@ -482,10 +653,9 @@ pub(crate) fn rewrite_method<'a>(
                 let n = be_u16(t, 0).ok_or(trunc)?;
                 let n = n.checked_add(nextra as u16).ok_or(bad_table("LocalVariableTable length"))?;
                 let len = u32::try_from(t.len() + nextra * 10).map_err(|_| bad_table("LocalVariableTable length"))?;
-                let [h0, h1] = [head[0], head[1]];
                 let [l0, l1, l2, l3] = len.to_be_bytes();
                 let [n0, n1] = n.to_be_bytes();
-                out.extend_from_slice(&[h0, h1, l0, l1, l2, l3, n0, n1]);
+                out.extend_from_slice(&[head[0], head[1], l0, l1, l2, l3, n0, n1]);
                 out.extend_from_slice(&extra[..nextra * 10]);
                 let at = out.len();
                 out.extend_from_slice(t.get(2..).ok_or(trunc)?);
@@ -493,8 +663,8 @@ pub(crate) fn rewrite_method<'a>(
                     let st = get_u16(e, 0);
                     let end = st + get_u16(e, 2);
                     // Variables live from 0 (parameters) also cover the entry probe.
-                    let ns = if st == 0 { 0 } else { map_pc(d, lay, st)? };
-                    let ne = map_pc(d, lay, end)?;
+                    let ns = if st == 0 { 0 } else { map_pc(map, st)? };
+                    let ne = map_pc(map, end)?;
                     set_u16(e, 0, ns);
                     set_u16(e, 2, ne.saturating_sub(ns));
                 }
@@ -508,13 +678,13 @@ pub(crate) fn rewrite_method<'a>(
     // A frame-verified method that had no table but now needs one (a widened branch created a
     // new branch target).
     if needs_frames && !smt_written && !frames.frames.is_empty() {
-        let name = match smt_name {
+        let name = match c.smt_name {
             Some(n) => n,
             None => pool.app.utf8(b"StackMapTable"),
         };
         let start = out.len();
         write_attr_header(out, &name.to_be_bytes());
-        frames::encode(frames, d, lay, code, max_locals, locals.leaf, pool, out)?;
+        frames::encode(frames, map, c.code, c.max_locals, locals.leaf, pool, out)?;
         patch_len(out, start)?;
         count = count.checked_add(1).ok_or(trunc)?;
     }
@@ -632,17 +802,17 @@ fn add_widening_frames<'a>(
 /// inside an instruction (never produced by javac, tolerated for odd tools) to the start of the
 /// instruction containing it; the code end to the new code end.
 #[inline(always)]
-fn map_pc(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
-    match d.index(pc).and_then(|i| lay.pos_in(d, i, pc)) {
+fn map_pc(map: &impl CodeMap, pc: u32) -> Result<u32, SkipReason> {
+    match map.pos(pc) {
         Some(at) => Ok(at),
-        None => map_pc_inside(d, lay, pc),
+        None => map_pc_inside(map, pc),
     }
 }
 
 /// [`map_pc`] of an offset that is not an instruction boundary.
 #[inline(never)]
-fn map_pc_inside(d: &Decoded, lay: &Layout, pc: u32) -> Result<u32, SkipReason> {
-    d.containing(pc).and_then(|at| lay.pos(d, at)).ok_or(bad_table("offset"))
+fn map_pc_inside(map: &impl CodeMap, pc: u32) -> Result<u32, SkipReason> {
+    map.containing(pc).and_then(|at| map.pos(at)).ok_or(bad_table("offset"))
 }
 
 #[inline]

@@ -85,6 +85,12 @@ pub trait SiteRegistry {
     fn alloc_sites(&self) -> bool {
         true
     }
+    /// Whether a method may take the direct rewrite (`method.rs`). Both rewrites give the same
+    /// bytes and registry calls; false makes every method take the general one, for tests that
+    /// compare the two.
+    fn direct_rewrite(&self) -> bool {
+        true
+    }
 }
 
 /// What the decoder needs to print a frame of this method like the JVM does.
@@ -257,6 +263,8 @@ pub struct ClassStats {
     pub class_name: String,
     pub methods_with_code: u32,
     pub methods_rewritten: u32,
+    /// Of them, those the direct rewrite took (see `method.rs`; the others took the general one).
+    pub methods_direct: u32,
     /// (name + descriptor, reason) of every method with code that was left as it was.
     pub skipped: Vec<(String, SkipReason)>,
     /// Set when the whole class was left unchanged for a class-level reason (constant pool full).
@@ -384,10 +392,11 @@ pub fn rewrite_class_with<O>(
             .ok_or(RewriteError::Malformed("method order"))?;
         body.extend_from_slice(gap);
         match method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch, body) {
-            Ok(()) => {
+            Ok(path) => {
                 copied = code.whole.end;
                 rewritten_names.push((m.name, m.desc));
                 stats.methods_rewritten += 1;
+                stats.methods_direct += (path == method::Path::Direct) as u32;
             }
             Err(r) => {
                 body.truncate(mark);

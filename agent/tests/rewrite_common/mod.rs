@@ -15,9 +15,14 @@ pub struct Recorder {
     pub sites: Vec<(u32, SiteKind, u32, i32)>,
     /// Added to every id, to exercise the ldc/ldc_w push forms.
     pub id_base: u32,
+    /// Every method through the rewriter's general path (no direct rewrite).
+    pub general: bool,
 }
 
 impl SiteRegistry for Recorder {
+    fn direct_rewrite(&self) -> bool {
+        !self.general
+    }
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
         self.methods.push((
             m.class.to_string(),
