@@ -868,10 +868,6 @@ pub(crate) enum Walk {
     Switch,
 }
 
-/// What the direct walk asks of the method's rewrite at each probe point: the push of its site
-/// id and the entry probe's length (the method's id is taken at its first site).
-pub(crate) type SiteFn<'f> = dyn FnMut(u32, Probe) -> Result<(IntPush, u32), SkipReason> + 'f;
-
 impl Direct {
     /// The new code: `entry` (the entry probe) and the body.
     pub fn body(&self) -> &[u8] {
@@ -888,8 +884,18 @@ impl Direct {
     }
 
     /// Rewrites `code` into the body. `alloc_probes`: whether allocations get probes. `tail` is
-    /// the site probes' tail before linking (see [`probes::SiteTail::ref_at`]).
-    pub fn walk(&mut self, code: &[u8], alloc_probes: bool, tail: &probes::SiteTail, site: &mut SiteFn<'_>) -> Result<Walk, SkipReason> {
+    /// the site probes' tail, `linked` when it has the class's Methodrefs of the runtime already
+    /// (otherwise [`Direct::link`] writes them later; see [`probes::SiteTail::ref_at`]). `site(off,
+    /// probe)` is asked at each probe point for the push of its site id and the entry probe's
+    /// length (the method takes its id at its first site).
+    pub fn walk(
+        &mut self,
+        code: &[u8],
+        alloc_probes: bool,
+        tail: &probes::SiteTail,
+        linked: bool,
+        mut site: impl FnMut(u32, Probe) -> Result<(IntPush, u32), SkipReason>,
+    ) -> Result<Walk, SkipReason> {
         let code_len = code.len() as u32;
         if code_len == 0 || code_len > DIRECT_MAX_CODE {
             return Err(SkipReason::MalformedCode("code length for the direct rewrite"));
@@ -980,7 +986,9 @@ impl Direct {
                     let (push, e) = site(o, if alloc { Probe::Alloc } else { Probe::Call })?;
                     entry_len = Some(e);
                     probes::emit_site_with(&mut w, alloc, push, tail);
-                    self.links.push(((w.pos() - tail_len(tail) + ref_at) as u32, alloc));
+                    if !linked {
+                        self.links.push(((w.pos() - tail_len(tail) + ref_at) as u32, alloc));
+                    }
                     if !alloc {
                         w.run(code, off, &code[off..off + len]);
                     }

@@ -396,18 +396,19 @@ fn rewrite_direct<'a>(
     out: &mut Vec<u8>,
 ) -> Result<Walk, SkipReason> {
     let code = c.code;
-    // Site probes take a non-leaf's locals; their Methodref is linked after the walk, when the
-    // class's runtime Methodrefs exist (appended after the method's pushes, as the general
-    // rewrite does).
+    // Site probes take a non-leaf's locals. In the class's first method with probes, their
+    // Methodref is linked after the walk, when the class's runtime Methodrefs exist (appended
+    // after the method's pushes, as the general rewrite does).
     let site_locals = ProbeLocals::after(c.max_locals, false).ok_or(SkipReason::TooManyLocals)?;
-    let tail = probes::SiteTail::new(site_locals, &Default::default());
+    let known_refs = pool.runtime_refs_appended();
+    let tail = probes::SiteTail::new(site_locals, &known_refs.unwrap_or_default());
     let alloc_probes = reg.alloc_sites();
     // The method's id, push and probe locals and its entry probe's length, taken at its first
     // site.
     let mut method: Option<(u32, IntPush, ProbeLocals, u32)> = None;
     let mut lp = 0;
     let (lines, targets, has_lnt) = (&s.lines, &mut s.targets, c.has_lnt);
-    let mut site = |off: u32, probe: Probe| -> Result<(IntPush, u32), SkipReason> {
+    let site = |off: u32, probe: Probe| -> Result<(IntPush, u32), SkipReason> {
         let (method_id, _, _, entry_len) = match method {
             Some(v) => v,
             None => {
@@ -427,7 +428,7 @@ fn rewrite_direct<'a>(
         let id = reg.site(method_id, &SiteInfo { kind, bci: off, line, api, target });
         Ok((push_for(id, pool), entry_len))
     };
-    if let Walk::Switch = s.direct.walk(code, alloc_probes, &tail, &mut site)? {
+    if let Walk::Switch = s.direct.walk(code, alloc_probes, &tail, known_refs.is_some(), site)? {
         return Ok(Walk::Switch);
     }
     let (method_push, locals) = match method {

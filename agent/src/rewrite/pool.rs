@@ -134,6 +134,11 @@ impl<'a> PoolEdit<'a> {
         c
     }
 
+    /// [`PoolEdit::runtime_refs`] if an earlier method of the class appended them already.
+    pub fn runtime_refs_appended(&self) -> Option<RuntimeRefs> {
+        self.runtime
+    }
+
     /// Methodrefs of the runtime methods, appended on first use.
     pub fn runtime_refs(&mut self) -> RuntimeRefs {
         if let Some(r) = self.runtime {
