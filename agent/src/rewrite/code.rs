@@ -1,5 +1,11 @@
-//! Bytecode: decoding into a compact segment vector, computing the new layout (with probe
-//! bytes, switch padding and widened branches), and emitting the new code array.
+//! Bytecode: the two ways a method's code is rewritten, and what they tell the tables of where
+//! each old offset went ([`CodeMap`]).
+//!
+//! - [`Direct`]: one pass over the code that writes the new code as it reads the old; for every
+//!   method whose new code cannot reach 32 KiB (almost all).
+//! - The general way, for the rest: decoding into a compact segment vector ([`Decoded`]),
+//!   computing the new layout (with probe bytes, switch padding and widened branches;
+//!   [`Layout`]), and emitting the new code array ([`emit`]).
 //!
 //! A segment is either one instruction the rewriter changes or moves relative to its neighbours
 //! (a branch, a switch, an instruction with a probe) or a maximal run of other ("plain")
@@ -858,6 +864,8 @@ pub(crate) struct Direct {
 /// at most [`probes::MAX_SITE_LEN`], so the new code (with an entry probe of at most 26 bytes)
 /// stays below 32 KiB.
 pub(crate) const DIRECT_MAX_CODE: u32 = 3900;
+/// The body buffer: [`DIRECT_MAX_CODE`] bytes of code give at most 31,932 (every other byte
+/// a probe point with a 14-byte probe, switches 3 bytes more padding each).
 const DIRECT_BODY_CAP: usize = 32 * 1024;
 const NO_POS: u16 = u16::MAX;
 
@@ -885,7 +893,7 @@ impl Direct {
 
     /// Rewrites `code` into the body. `alloc_probes`: whether allocations get probes. `tail` is
     /// the site probes' tail, `linked` when it has the class's Methodrefs of the runtime already
-    /// (otherwise [`Direct::link`] writes them later; see [`probes::SiteTail::ref_at`]). `site(off,
+    /// (otherwise [`Direct::link`] writes them later, as [`probes::link_site`] describes). `site(off,
     /// probe)` is asked at each probe point for the push of its site id and the entry probe's
     /// length (the method takes its id at its first site).
     pub fn walk(
@@ -914,7 +922,6 @@ impl Direct {
         let mut w = CodeBuf::new(&mut self.body[..]);
         // The entry probe's length, from the first site on.
         let mut entry_len = None;
-        let ref_at = tail.ref_at();
         let mut off = 0usize;
         while off < code.len() {
             let op = code[off];
@@ -987,7 +994,8 @@ impl Direct {
                     entry_len = Some(e);
                     probes::emit_site_with(&mut w, alloc, push, tail);
                     if !linked {
-                        self.links.push(((w.pos() - tail_len(tail) + ref_at) as u32, alloc));
+                        // The `invokestatic` operand ends the probe.
+                        self.links.push((w.pos() as u32 - 2, alloc));
                     }
                     if !alloc {
                         w.run(code, off, &code[off..off + len]);
@@ -999,9 +1007,6 @@ impl Direct {
             off += len;
         }
         let body_len = w.pos();
-        if body_len > DIRECT_BODY_CAP {
-            return Err(SkipReason::CodeTooLarge);
-        }
         self.newpos[code.len()] = body_len as u16;
         self.body_len = body_len;
         // Displacements, once every target is placed; a target must start an instruction.
@@ -1020,11 +1025,6 @@ impl Direct {
         }
         Ok(Walk::Done)
     }
-}
-
-/// Bytes [`probes::emit_site_with`] writes after the push.
-fn tail_len(tail: &probes::SiteTail) -> usize {
-    tail.ref_at() + 2
 }
 
 impl Boundaries for Direct {

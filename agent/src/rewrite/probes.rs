@@ -365,16 +365,11 @@ impl SiteTail {
         }
         SiteTail { bytes, len }
     }
-
-    /// Where the `invokestatic` operand sits in the tail. A tail built before the class's
-    /// Methodrefs of the runtime exist (with `RuntimeRefs::default()`) gets them there later,
-    /// from [`link_site`].
-    pub fn ref_at(&self) -> usize {
-        self.len - 2
-    }
 }
 
-/// Writes the Methodref of `call` (or of `alloc`) into the `invokestatic` operand at `code[at..]`.
+/// Writes the Methodref of `call` (or of `alloc`) into the `invokestatic` operand at `code[at..]`:
+/// a site probe's last two bytes. A probe written from a tail built before the class's
+/// Methodrefs of the runtime existed (with `RuntimeRefs::default()`) gets them so.
 pub fn link_site(code: &mut [u8], at: usize, alloc: bool, refs: &RuntimeRefs) -> Option<()> {
     let m = if alloc { RuntimeMethod::Alloc } else { RuntimeMethod::Call };
     code.get_mut(at..at + 2)?.copy_from_slice(&refs.0[m as usize].to_be_bytes());
