@@ -1,15 +1,24 @@
-//! Rewriting one method's `Code` attribute: the steps in order, each able to skip the method.
+//! Rewriting one method's `Code` attribute, by one of two paths, each step able to skip the
+//! method. Both start by parsing the Code attribute and its line and local tables.
 //!
-//! 1. Parse the Code attribute, decode instructions, decode frames and tables (all checks that
-//!    do not depend on ids happen here, so a skipped method never consumes registry ids).
+//! The direct path ([`code::Direct`], most methods): one walk over the code writes the new code,
+//! asking the registry for the method's id at its first site and for each site's id as it comes;
+//! then the exception table and frames are checked against the new positions, and the tables
+//! written. A method the walk or those checks reject has taken its ids already; they are wasted
+//! (never published with a rewritten class body that uses them), which is harmless for the
+//! registry. Only malformed code gets that far, and it is rare.
+//!
+//! The general path (methods that may grow past 32 KiB, `Object.<init>`, a switch before the
+//! first probe):
+//! 1. Decode instructions, frames and tables (all checks that do not depend on ids happen here,
+//!    so a method skipped here never consumes registry ids).
 //! 2. Lay the code out with worst-case (3-byte) id pushes; if even that does not fit, skip.
 //! 3. Ask the registry for the method id and site ids (bytecode order), choose the shortest
 //!    pushes, lay out again, emit.
 //!
 //! After step 3 a method can still be skipped in one narrow case: the real layout shifts a
 //! switch's padding so that a branch needs widening that the worst-case layout did not, and the
-//! frame for it cannot be inferred (or the code then exceeds 64 KiB). Its ids are then wasted
-//! (never published with a rewritten class body that uses them) — harmless for the registry.
+//! frame for it cannot be inferred (or the code then exceeds 64 KiB). Its ids are then wasted too.
 
 use std::ops::Range;
 

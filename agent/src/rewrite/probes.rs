@@ -191,20 +191,20 @@ impl IntPush {
         }
     }
 
-    /// The instruction's bytes (the first `byte_len` of them).
+    /// The instruction's bytes (the first `byte_len` of the three) and their count.
     #[inline]
-    fn bytes(self) -> [u8; 3] {
+    fn encoded(self) -> ([u8; 3], usize) {
         match self {
-            IntPush::Const(op) => [op, 0, 0],
-            IntPush::Byte(v) => [BIPUSH, v as u8, 0],
+            IntPush::Const(op) => ([op, 0, 0], 1),
+            IntPush::Byte(v) => ([BIPUSH, v as u8, 0], 2),
             IntPush::Short(v) => {
                 let b = v.to_be_bytes();
-                [SIPUSH, b[0], b[1]]
+                ([SIPUSH, b[0], b[1]], 3)
             }
-            IntPush::Ldc(i) if i <= 0xFF => [LDC, i as u8, 0],
+            IntPush::Ldc(i) if i <= 0xFF => ([LDC, i as u8, 0], 2),
             IntPush::Ldc(i) => {
                 let b = i.to_be_bytes();
-                [LDC_W, b[0], b[1]]
+                ([LDC_W, b[0], b[1]], 3)
             }
         }
     }
@@ -305,7 +305,8 @@ pub const MAX_SITE_LEN: u32 = IntPush::MAX_LEN + 4 + 4 + 3;
 pub(crate) fn emit_entry(out: &mut CodeBuf<'_>, push: IntPush, l: ProbeLocals, refs: &RuntimeRefs) {
     let mut b = [0u8; ENTRY_BUF];
     let mut n = 0;
-    put(&mut b, &mut n, push.bytes(), push.byte_len() as usize);
+    let (bytes, len) = push.encoded();
+    put(&mut b, &mut n, bytes, len);
     if l.leaf {
         put(&mut b, &mut n, invokestatic(refs, RuntimeMethod::Leaf), 3);
         let (st, len) = local_insn(ISTORE_0, ISTORE, l.ctx);
@@ -379,7 +380,8 @@ pub fn link_site(code: &mut [u8], at: usize, alloc: bool, refs: &RuntimeRefs) ->
 /// A site probe with the tail built already, as two fixed-size stores (3 and 11 bytes).
 #[inline]
 pub(crate) fn emit_site_with(out: &mut CodeBuf<'_>, alloc: bool, push: IntPush, tail: &SiteTail) {
-    out.put(push.bytes(), push.byte_len() as usize);
+    let (bytes, len) = push.encoded();
+    out.put(bytes, len);
     out.put(tail.bytes[alloc as usize], tail.len);
 }
 
@@ -393,12 +395,13 @@ mod tests {
         let pool = |i: u16| (i == 40000).then_some(70_000);
         for id in [0u32, 5, 6, 127, 128, 32767] {
             let p = IntPush::inline(id).unwrap();
-            let code = [&p.bytes()[..p.byte_len() as usize], &[INVOKESTATIC, 1, 2]].concat();
+            let (b, n) = p.encoded();
+            let code = [&b[..n], &[INVOKESTATIC, 1, 2]].concat();
             let read = IntPush::read(&code).unwrap();
             assert_eq!((read.byte_len(), read.value(pool)), (p.byte_len(), Some(id as i32)), "{id}");
         }
         for (i, len) in [(7u16, 2), (40000, 3)] {
-            let read = IntPush::read(&IntPush::Ldc(i).bytes()).unwrap();
+            let read = IntPush::read(&IntPush::Ldc(i).encoded().0).unwrap();
             assert_eq!(read.byte_len(), len);
             assert_eq!(read.value(pool), pool(i));
         }
