@@ -16,3 +16,15 @@ warn_unless_tmpfs() {
   [[ $(stat -f -c %T "$1" 2>/dev/null) == tmpfs ]] ||
     echo "note: WL_DIR=$1 is not on a tmpfs: ant's and javac's times may include seconds of file-system work (WL_DIR=/dev/shm/lucce-workloads avoids it; see README, Performance, for lucene_search's index there)" >&2
 }
+
+# read_libs LIB[,LIB...]: sets the array `libs` to the agent libraries' absolute paths (exit 2 if
+# one is missing) and prints them as lib1, lib2, ..., the names the scripts' tables use.
+read_libs() {
+  local given l
+  IFS=, read -ra given <<<"$1"
+  libs=()
+  for l in "${given[@]}"; do
+    libs+=("$(realpath -e "$l")") || exit 2
+    echo "lib${#libs[@]} = ${libs[-1]}"
+  done
+}

@@ -11,16 +11,11 @@
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 [[ $# -ge 2 ]] || { echo "usage: $0 LIB[,LIB...] NAME..." >&2; exit 2; }
-IFS=, read -ra given <<<"$1"
-shift
-libs=()
-for l in "${given[@]}"; do
-  libs+=("$(realpath -e "$l")") || exit 2
-  echo "lib${#libs[@]} = ${libs[-1]}"
-done
 ROUNDS=${ROUNDS:-1}
 # shellcheck source=kit.sh
 . "$REPO/scripts/kit.sh"
+read_libs "$1"
+shift
 warn_unless_tmpfs "$WL_DIR"
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
