@@ -8,7 +8,7 @@ mod rewrite_common;
 use std::collections::HashMap;
 
 use lucce_agent::rewrite::check::check_class;
-use lucce_agent::rewrite::{rewrite_class, SiteKind, SkipReason};
+use lucce_agent::rewrite::{rewrite_class, RewriteError, SiteKind, SkipReason};
 use rewrite_common::*;
 
 /// A tiny class-file assembler: a constant pool with dedup and raw method bodies.
@@ -266,6 +266,35 @@ fn old_class(major: u16) -> Vec<u8> {
     a.build(major, "Old", ms)
 }
 
+/// A member whose name or descriptor index points past the constant pool leaves the whole class
+/// as it was: the entries the rewriter appends would otherwise give that index a meaning (found
+/// by fuzzing: a method's descriptor index resolved to an appended Utf8 entry).
+#[test]
+fn member_index_past_the_pool_leaves_the_class_alone() {
+    let class = old_class(49);
+    assert!(rewrite_class(&class, &mut rewrite_common::Recorder::default()).unwrap().bytes.is_some());
+    // The first method's descriptor index: methods follow the (empty) interfaces and fields.
+    let count = u16::from_be_bytes([class[8], class[9]]);
+    let mut pos = 10;
+    for _ in 1..count {
+        let tag = class[pos];
+        pos += match tag {
+            1 => 3 + u16::from_be_bytes([class[pos + 1], class[pos + 2]]) as usize,
+            5 | 6 => 9,
+            7 | 8 | 16 | 19 | 20 => 3,
+            15 => 4,
+            _ => 5,
+        };
+    }
+    let desc_at = pos + 6 + 4 + 2 + 2 + 2; // flags, this, super, interfaces, fields, methods; access, name
+    for bad in [count, count + 1, u16::MAX] {
+        let mut c = class.clone();
+        c[desc_at..desc_at + 2].copy_from_slice(&bad.to_be_bytes());
+        let r = rewrite_class(&c, &mut rewrite_common::Recorder::default());
+        assert!(matches!(r, Err(RewriteError::Malformed(_))), "descriptor index {bad}: {:?}", r.map(|o| o.stats));
+    }
+}
+
 /// The load hook reads the clocks only when a summary will report the rewrite time (they cost
 /// two system calls per class), and rewrites the same either way.
 #[test]
@@ -354,11 +383,23 @@ impl Rng {
 }
 
 fn fuzz_one(bytes: &[u8]) {
-    let mut reg = Recorder::default();
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        rewrite_class(bytes, &mut reg)
-    }));
-    let r = r.unwrap_or_else(|_| panic!("panic on input {:?}", bytes));
+    let rewrite = |general: bool| {
+        let mut reg = Recorder { general, ..Recorder::default() };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rewrite_class(bytes, &mut reg)));
+        r.unwrap_or_else(|_| panic!("panic on input {:?}", bytes))
+    };
+    let (r, general) = (rewrite(false), rewrite(true));
+    // The two paths of the rewriter skip the same methods and give the same class when they
+    // skip none (a method the direct path rejects after taking its ids leaves their constants
+    // in the pool).
+    if let (Ok(d), Ok(g)) = (&r, &general) {
+        let skipped = |o: &lucce_agent::rewrite::RewriteOutcome| o.stats.skipped.iter().map(|s| s.0.clone()).collect::<Vec<_>>();
+        assert_eq!(skipped(d), skipped(g), "input {:?}", bytes);
+        if d.stats.skipped.is_empty() {
+            assert!(d.bytes == g.bytes, "the paths differ on input {:?}", bytes);
+        }
+    }
+    assert_eq!(r.is_ok(), general.is_ok(), "input {:?}", bytes);
     // Methods the rewriter skips are copied as they are, so the output is only held to the
     // structural check when the input passes it.
     if let (Ok(o), true) = (r, check_class(bytes).is_ok()) {

@@ -370,9 +370,22 @@ impl<'a> ClassFile<'a> {
         let ninterfaces = r.u2().ok_or(malformed("truncated interfaces"))? as usize;
         r.skip(ninterfaces * 2)
             .ok_or(malformed("truncated interfaces"))?;
+        // A member's name and descriptor must be Utf8 entries of this pool: an index past its
+        // end would otherwise name an entry the rewriter appends (a runtime method's name or
+        // descriptor), and the JVM would take the rewritten class where it rejects the original.
+        let member_names = |name: u16, desc: u16| {
+            if cp.tag(name) == TAG_UTF8 && cp.tag(desc) == TAG_UTF8 {
+                Ok(())
+            } else {
+                Err(malformed("member name or descriptor is not a Utf8 entry"))
+            }
+        };
         let nfields = r.u2().ok_or(malformed("truncated fields"))?;
         for _ in 0..nfields {
-            r.skip(6).ok_or(malformed("truncated field"))?;
+            r.skip(2).ok_or(malformed("truncated field"))?;
+            let name = r.u2().ok_or(malformed("truncated field"))?;
+            let desc = r.u2().ok_or(malformed("truncated field"))?;
+            member_names(name, desc)?;
             for_each_attr(&mut r, |_, _| Ok(()))?;
         }
         let nmethods = r.u2().ok_or(malformed("truncated methods"))?;
@@ -384,6 +397,7 @@ impl<'a> ClassFile<'a> {
             let access = r.u2().ok_or(malformed("truncated method"))?;
             let name = r.u2().ok_or(malformed("truncated method"))?;
             let desc = r.u2().ok_or(malformed("truncated method"))?;
+            member_names(name, desc)?;
             let mut code = None;
             let mut dup_code = false;
             let mut hidden = false;

@@ -200,7 +200,8 @@ const TRUNCATED: SkipReason = SkipReason::MalformedCode("truncated Code attribut
 /// inserted as their instructions come); a method that may grow past 32 KiB, `Object.<init>`
 /// (whose `return`s get call probes) and one with a switch before its first probe take the
 /// general one (segments, a layout that can widen branches, [`code::emit`]). Both give the
-/// same bytes.
+/// same bytes, but for a class with a method the direct path rejects after taking its ids
+/// (malformed code): that class keeps the ids' constants in its pool.
 pub(crate) fn rewrite_method<'a>(
     cx: &ClassCtx<'a, '_>,
     m: &MethodIn<'a, '_>,

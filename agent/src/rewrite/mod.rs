@@ -86,8 +86,8 @@ pub trait SiteRegistry {
         true
     }
     /// Whether a method may take the direct rewrite (`method.rs`). Both rewrites give the same
-    /// bytes and registry calls; false makes every method take the general one, for tests that
-    /// compare the two.
+    /// bytes and registry calls for well-formed code; false makes every method take the general
+    /// one, for tests that compare the two.
     fn direct_rewrite(&self) -> bool {
         true
     }
