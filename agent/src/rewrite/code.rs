@@ -857,7 +857,6 @@ pub(crate) struct Direct {
     /// Body positions of the site probes' `invokestatic` operands, and whether each is an
     /// allocation probe (written by [`Direct::link`]).
     links: Vec<(u32, bool)>,
-    pub nprobes: u32,
 }
 
 /// Largest code the direct rewrite takes: a probe point is at least 2 bytes of code and its probe
@@ -915,7 +914,6 @@ impl Direct {
         }
         self.fixups.clear();
         self.links.clear();
-        self.nprobes = 0;
         self.entry_len = 0;
         let overrun = SkipReason::MalformedCode("instruction overruns the code");
         let newpos = &mut self.newpos[..code.len()];
@@ -1000,7 +998,6 @@ impl Direct {
                     if !alloc {
                         w.run(code, off, &code[off..off + len]);
                     }
-                    self.nprobes += 1;
                 }
                 _ => w.run(code, off, &code[off..off + len]),
             }
