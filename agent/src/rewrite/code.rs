@@ -438,16 +438,19 @@ impl Decoded {
     /// Start of the instruction containing old offset `off` (for tables that may point
     /// mid-instruction); offsets past the code give the code end.
     pub fn containing(&self, off: u32) -> Option<u32> {
-        let mut o = (off as usize).min(self.index_of.len().checked_sub(1)?);
-        loop {
-            if let Some(&i) = self.index_of.get(o) {
-                if i != NO_SEGMENT {
-                    return Some(o as u32);
-                }
-            }
-            o = o.checked_sub(1)?;
-        }
+        containing(&self.index_of, off)
     }
+}
+
+/// The last offset at or before `off` (or the table's end, for offsets past it) whose entry in a
+/// per-offset table is not `u16::MAX`, the mark of "inside an instruction" in
+/// [`Decoded::index_of`] and [`Direct`]'s positions alike.
+fn containing(table: &[u16], off: u32) -> Option<u32> {
+    let mut o = (off as usize).min(table.len().checked_sub(1)?);
+    while *table.get(o)? == u16::MAX {
+        o = o.checked_sub(1)?;
+    }
+    Some(o as u32)
 }
 
 /// New positions; `start` has one entry per segment plus one for the code end. [`emit`] records
@@ -811,11 +814,11 @@ pub(crate) struct Segmented<'s> {
 
 impl Boundaries for Segmented<'_> {
     fn code_len(&self) -> u32 {
-        self.d.code_len
+        self.d.code_len()
     }
     #[inline]
     fn is_boundary(&self, off: u32) -> bool {
-        self.d.index(off).is_some()
+        self.d.is_boundary(off)
     }
 }
 
@@ -866,6 +869,7 @@ pub(crate) const DIRECT_MAX_CODE: u32 = 3900;
 /// The body buffer: [`DIRECT_MAX_CODE`] bytes of code give at most 31,932 (every other byte
 /// a probe point with a 14-byte probe, switches 3 bytes more padding each).
 const DIRECT_BODY_CAP: usize = 32 * 1024;
+/// [`Direct`]'s mark of an offset inside an instruction (the same as [`NO_SEGMENT`]).
 const NO_POS: u16 = u16::MAX;
 
 /// How the direct walk ended.
@@ -1047,11 +1051,7 @@ impl CodeMap for Direct {
         self.pos(off)
     }
     fn containing(&self, off: u32) -> Option<u32> {
-        let mut o = (off as usize).min(self.newpos.len().checked_sub(1)?);
-        while self.newpos.get(o)? == &NO_POS {
-            o = o.checked_sub(1)?;
-        }
-        Some(o as u32)
+        containing(&self.newpos, off)
     }
 }
 
@@ -1074,6 +1074,16 @@ mod tests {
             assert_eq!(invert(a), b);
             assert_eq!(invert(b), a);
         }
+    }
+
+    #[test]
+    fn containing_finds_the_instruction_start() {
+        let m = u16::MAX;
+        let table = [m, 0, m, m, 1, m, 2];
+        assert_eq!(containing(&table, 0), None); // before the first instruction
+        assert_eq!([1, 2, 3, 4, 5].map(|o| containing(&table, o)), [1, 1, 1, 4, 4].map(Some));
+        assert_eq!(containing(&table, 99), Some(6)); // past the end: the end
+        assert_eq!(containing(&[], 0), None);
     }
 
     #[test]

@@ -450,27 +450,23 @@ fn rewrite_direct<'a>(
             (push_for(id, pool), locals)
         }
     };
-    if pool.app.count() > MAX_CP_COUNT {
-        return Err(SkipReason::ConstantPoolFull);
-    }
     let refs = pool.runtime_refs();
     let direct = &mut s.direct;
     direct.link(&refs)?;
-    direct.entry_len = probes::entry_len(method_push, locals);
-    check_exceptions(c, direct)?;
-    decode_frames(cx, m, c, &s.sub, &mut s.frames, &s.direct)?;
-    let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
-    // The new Code attribute.
-    let code_len_at = write_code_header(cx, m, c, new_stack, locals, out)?;
+    // The entry probe, which goes before the body.
     let mut entry = [0u8; 64];
     let mut w = code::CodeBuf::new(&mut entry);
     probes::emit_entry(&mut w, method_push, locals, &refs);
     let entry_len = w.pos();
+    direct.entry_len = entry_len as u32;
+    check_exceptions(c, direct)?;
+    decode_frames(cx, m, c, &s.sub, &mut s.frames, &s.direct)?;
+    let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
+    // The new Code attribute.
+    let attr_start = write_code_header(cx, m, c, new_stack, locals, out)?;
     out.extend_from_slice(&entry[..entry_len]);
     out.extend_from_slice(s.direct.body());
-    let new_code_len = (entry_len + s.direct.body_len) as u32;
-    out[code_len_at..code_len_at + 4].copy_from_slice(&new_code_len.to_be_bytes());
-    write_tables(cx, c, &s.direct, &s.frames, &s.sub, locals, new_code_len, pool, out)?;
+    write_tables(cx, c, &s.direct, &s.frames, &s.sub, locals, attr_start, pool, out)?;
     Ok(Walk::Done)
 }
 
@@ -573,29 +569,31 @@ fn rewrite_general<'a>(
 
     // The new Code attribute.
     out.reserve(m.attr.len() + worst_bound as usize - code_len);
-    let code_len_at = write_code_header(cx, m, c, new_stack, locals, out)?;
+    let attr_start = write_code_header(cx, m, c, new_stack, locals, out)?;
     code::emit(code, d, lay, &Pushes { method: method_push, site: &s.pushes }, locals, &refs, out)?;
-    let new_code_len = lay.code_len;
-    if planned_len.is_some_and(|l| l != new_code_len) {
+    if planned_len.is_some_and(|l| l != lay.code_len) {
         return Err(SkipReason::MalformedCode("layout mismatch"));
     }
-    out[code_len_at..code_len_at + 4].copy_from_slice(&new_code_len.to_be_bytes());
-    write_tables(cx, c, &Segmented { d, lay }, frames, &s.sub, locals, new_code_len, pool, out)
+    write_tables(cx, c, &Segmented { d, lay }, frames, &s.sub, locals, attr_start, pool, out)
 }
 
-/// Starts the new Code attribute in `out`: its name, a length [`write_tables`] patches,
-/// max_stack, max_locals and a code_length to patch; returns where the code_length is.
+/// Bytes of a Code attribute before its code: name, length, max_stack, max_locals, code_length.
+const CODE_HEADER_LEN: usize = 14;
+
+/// Starts the new Code attribute in `out`: its name, a length and a code_length that
+/// [`write_tables`] patches, max_stack and max_locals; returns where the attribute starts.
 fn write_code_header(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, c: &CodeAttr<'_>, new_stack: u16, locals: ProbeLocals, out: &mut Vec<u8>) -> Result<usize, SkipReason> {
     let name = cx.bytes.get(m.attr.start..m.attr.start + 2).ok_or(TRUNCATED)?;
     let [s0, s1] = new_stack.to_be_bytes();
     let [l0, l1] = (c.max_locals + locals.extra_locals()).to_be_bytes();
+    let start = out.len();
     out.extend_from_slice(&[name[0], name[1], 0, 0, 0, 0, s0, s1, l0, l1, 0, 0, 0, 0]);
-    Ok(out.len() - 4)
+    Ok(start)
 }
 
-/// Ends the new Code attribute that [`write_code_header`] began and the new code continued: the
-/// exception table and the sub-attributes, their offsets mapped through `map`, then the
-/// attribute's length.
+/// Ends the new Code attribute that [`write_code_header`] began at `attr_start` and the new code
+/// continued (up to the end of `out`): the code_length, the exception table and the
+/// sub-attributes, their offsets mapped through `map`, then the attribute's length.
 #[allow(clippy::too_many_arguments)]
 fn write_tables<'a>(
     cx: &ClassCtx<'a, '_>,
@@ -604,12 +602,14 @@ fn write_tables<'a>(
     frames: &Frames<'a>,
     sub: &[(Range<usize>, Range<usize>, u8)],
     locals: ProbeLocals,
-    new_code_len: u32,
+    attr_start: usize,
     pool: &mut PoolEdit<'a>,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
     let (info, trunc) = (c.info, TRUNCATED);
-    let base = out.len() - 14 - new_code_len as usize;
+    let base = attr_start;
+    let new_code_len = u32::try_from(out.len() - base - CODE_HEADER_LEN).map_err(|_| SkipReason::CodeTooLarge)?;
+    out[base + CODE_HEADER_LEN - 4..base + CODE_HEADER_LEN].copy_from_slice(&new_code_len.to_be_bytes());
     let needs_frames = cx.major >= 50;
     // The tables below are copied whole, then their offsets remapped in place.
     let at = out.len() + 2;
