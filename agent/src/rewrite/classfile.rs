@@ -101,9 +101,9 @@ pub fn pool_integer(pool: &[u8], count: u16, index: u16) -> Option<i32> {
 }
 
 /// Per constant-pool tag: the size of the entry after its tag (for Utf8 without its bytes), 0
-/// for an unknown tag.
-static CP_ENTRY_SIZE: [u8; 21] = {
-    let mut t = [0u8; 21];
+/// for an unknown tag. One entry per byte value, so that a tag indexes it without a check.
+static CP_ENTRY_SIZE: [u8; 256] = {
+    let mut t = [0u8; 256];
     t[TAG_UTF8 as usize] = 2;
     t[TAG_INTEGER as usize] = 4;
     t[TAG_FLOAT as usize] = 4;
@@ -154,17 +154,19 @@ impl<'a> ConstPool<'a> {
         // Slices of exactly `count`: the loop's bound proves every index in range.
         let (tag_of, off_of) = (&mut tags[..count], &mut offs[..count]);
         while i < count {
-            let tag = *bytes.get(pos).ok_or(truncated.clone())?;
-            let size = CP_ENTRY_SIZE.get(tag as usize).copied().unwrap_or(0) as usize;
+            // Every entry has its tag and at least two more bytes (a Utf8 entry its length).
+            let Some(&[tag, l0, l1]) = bytes.get(pos..pos + 3) else {
+                return Err(truncated);
+            };
+            let size = CP_ENTRY_SIZE[tag as usize] as usize;
             if size == 0 {
                 return Err(malformed("unknown constant-pool tag"));
             }
             let body = pos + 1;
             tag_of[i] = tag;
             off_of[i] = body as u32;
-            // Read for every tag and used for Utf8 only; a Utf8 entry without the two bytes
-            // fails the end check below.
-            let len = be_u16(bytes, body).unwrap_or(0) as usize;
+            // Read for every tag and used for Utf8 only.
+            let len = u16::from_be_bytes([l0, l1]) as usize;
             let utf8_len = if tag == TAG_UTF8 { len } else { 0 };
             let end = body + size + utf8_len;
             if end > bytes.len() {
@@ -540,6 +542,11 @@ impl CpAppender {
     /// The count to write into the class file; may exceed [`MAX_CP_COUNT`] (caller checks).
     pub fn count(&self) -> u32 {
         self.next
+    }
+
+    /// Counts `n` entries that were appended to `bytes` directly.
+    pub fn skip(&mut self, n: u32) {
+        self.next += n;
     }
 
     /// Index the next entry would get, saturated to u16 (overflow is detected via `count`).

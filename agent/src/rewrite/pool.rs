@@ -1,9 +1,11 @@
 //! The constant pool being extended: the original (read-only index) plus appended entries, with
 //! reuse of what was already appended (runtime Methodrefs, Class entries).
 
+use std::sync::OnceLock;
+
 use rustc_hash::FxHashMap;
 
-use super::classfile::{ConstPool, CpAppender};
+use super::classfile::{ConstPool, CpAppender, TAG_METHODREF, TAG_NAME_AND_TYPE, TAG_UTF8};
 use super::probes::{RuntimeMethod, RuntimeRefs, RUNTIME_CLASS};
 
 /// Names [`PoolEdit::class`] looks up by scanning the pool before it indexes every Class entry.
@@ -139,31 +141,27 @@ impl<'a> PoolEdit<'a> {
         self.runtime
     }
 
-    /// Methodrefs of the runtime methods, appended on first use.
+    /// Methodrefs of the runtime methods, appended on first use (after the runtime class's
+    /// Class entry, if that is appended too): one copy of [`refs_template`] with its indices
+    /// made absolute.
     pub fn runtime_refs(&mut self) -> RuntimeRefs {
         if let Some(r) = self.runtime {
             return r;
         }
         let class = self.runtime_class();
-        let mut refs = RuntimeRefs::default();
-        // One Utf8 per distinct descriptor.
-        let mut descs = [("", 0); RuntimeMethod::COUNT];
-        let mut ndescs = 0;
-        for m in RuntimeMethod::ALL {
-            let name = self.app.utf8(m.name().as_bytes());
-            let d = m.descriptor();
-            let desc = match descs[..ndescs].iter().find(|&&(s, _)| s == d) {
-                Some(&(_, i)) => i,
-                None => {
-                    let i = self.app.utf8(d.as_bytes());
-                    descs[ndescs] = (d, i);
-                    ndescs += 1;
-                    i
-                }
-            };
-            let nat = self.app.name_and_type(name, desc);
-            refs.0[m as usize] = self.app.methodref(class, nat);
+        let t = refs_template();
+        let base = self.app.count();
+        // Indices saturate as `CpAppender` gives them (a pool that overflows is refused later).
+        let index = |rel: u16| (base + rel as u32).min(0xFFFF) as u16;
+        let at = self.app.bytes.len();
+        self.app.bytes.extend_from_slice(&t.bytes);
+        let new = &mut self.app.bytes[at..];
+        for &(pos, relative) in &t.indices {
+            let v = if relative { index(u16::from_be_bytes([new[pos], new[pos + 1]])) } else { class };
+            new[pos..pos + 2].copy_from_slice(&v.to_be_bytes());
         }
+        self.app.skip(t.entries);
+        let refs = RuntimeRefs(t.refs.map(index));
         self.runtime = Some(refs);
         refs
     }
@@ -192,5 +190,93 @@ impl<'a> PoolEdit<'a> {
     #[inline]
     pub fn integer(&mut self, v: i32) -> u16 {
         self.app.integer(v)
+    }
+}
+
+/// The entries [`PoolEdit::runtime_refs`] appends, numbered from 0: per runtime method its name
+/// (Utf8), its descriptor (Utf8, once per distinct descriptor), a NameAndType and a Methodref of
+/// the runtime class. Built once: appending a copy and patching its indices costs a class a
+/// fraction of appending the entries one by one.
+struct RefsTemplate {
+    bytes: Vec<u8>,
+    /// Every index in `bytes`: its offset, and whether it is relative (else the runtime class's
+    /// Class entry, written as 0).
+    indices: Vec<(usize, bool)>,
+    entries: u32,
+    /// The Methodrefs' relative indices.
+    refs: [u16; RuntimeMethod::COUNT],
+}
+
+impl RefsTemplate {
+    /// Appends an entry whose body holds `indices.len()` indices first (relative or not).
+    fn entry(&mut self, tag: u8, body: &[u8], indices: &[bool]) -> u16 {
+        self.bytes.push(tag);
+        let at = self.bytes.len();
+        self.indices.extend(indices.iter().enumerate().map(|(k, &relative)| (at + 2 * k, relative)));
+        self.bytes.extend_from_slice(body);
+        self.entries += 1;
+        (self.entries - 1) as u16
+    }
+
+    fn utf8(&mut self, s: &str) -> u16 {
+        self.entry(TAG_UTF8, &[&(s.len() as u16).to_be_bytes()[..], s.as_bytes()].concat(), &[])
+    }
+}
+
+fn refs_template() -> &'static RefsTemplate {
+    static TEMPLATE: OnceLock<RefsTemplate> = OnceLock::new();
+    TEMPLATE.get_or_init(|| {
+        let mut t = RefsTemplate { bytes: Vec::new(), indices: Vec::new(), entries: 0, refs: [0; RuntimeMethod::COUNT] };
+        let mut descs: Vec<(&str, u16)> = Vec::new();
+        for m in RuntimeMethod::ALL {
+            let name = t.utf8(m.name());
+            let d = m.descriptor();
+            let desc = match descs.iter().find(|&&(s, _)| s == d) {
+                Some(&(_, i)) => i,
+                None => {
+                    let i = t.utf8(d);
+                    descs.push((d, i));
+                    i
+                }
+            };
+            let nat = t.entry(TAG_NAME_AND_TYPE, &[name.to_be_bytes(), desc.to_be_bytes()].concat(), &[true, true]);
+            // The class index is patched to the runtime class's entry.
+            t.refs[m as usize] = t.entry(TAG_METHODREF, &[[0, 0], nat.to_be_bytes()].concat(), &[false, true]);
+        }
+        t
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rewrite::classfile::{PoolBuffers, TAG_CLASS};
+
+    /// The runtime methods' Methodrefs, appended from the template to pools of several sizes,
+    /// name the runtime class and each method's own name and descriptor.
+    #[test]
+    fn runtime_refs_name_the_runtime_methods() {
+        // Pools of 1, 2 and 301 slots: none, one Utf8 "x", and 300 of them.
+        for n in [0usize, 1, 300] {
+            let orig: Vec<u8> = (0..n).flat_map(|_| [TAG_UTF8, 0, 1, b'x']).collect();
+            let count = n + 1;
+            let (cp, _) = ConstPool::parse(&orig, 0, count, PoolBuffers::default()).unwrap();
+            let mut pool = PoolEdit::new(cp, Vec::new());
+            let refs = pool.runtime_refs();
+            let all = [&orig[..], &pool.app.bytes].concat();
+            let (cp, end) = ConstPool::parse(&all, 0, pool.app.count() as usize, PoolBuffers::default()).unwrap();
+            assert_eq!(end, all.len());
+            for m in RuntimeMethod::ALL {
+                let (class, name, desc) = cp.member_ref(refs.0[m as usize]).unwrap();
+                assert_eq!(cp.tag(class), TAG_CLASS);
+                assert_eq!(cp.class_name(class), Some(RUNTIME_CLASS.as_bytes()));
+                assert_eq!((cp.utf8(name), cp.utf8(desc)), (Some(m.name().as_bytes()), Some(m.descriptor().as_bytes())));
+                assert!(refs.0[m as usize] as usize >= count, "appended, not found");
+            }
+            // Asked again: the same entries, nothing appended.
+            let len = pool.app.bytes.len();
+            assert_eq!(pool.runtime_refs().0, refs.0);
+            assert_eq!(pool.app.bytes.len(), len);
+        }
     }
 }
