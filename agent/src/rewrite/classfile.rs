@@ -328,21 +328,21 @@ pub(crate) fn for_each_attr<'a>(
     mut f: impl FnMut(u16, AttrSpan) -> Result<(), RewriteError>,
 ) -> Result<(), RewriteError> {
     let n = r.u2().ok_or(malformed("truncated attribute count"))?;
+    let (b, mut pos) = (r.b, r.pos);
     for _ in 0..n {
-        let start = r.pos;
-        let name = r.u2().ok_or(malformed("truncated attribute"))?;
-        let len = r.u4().ok_or(malformed("truncated attribute"))? as usize;
-        let info_start = r.pos;
-        r.skip(len)
-            .ok_or(malformed("attribute overruns the class file"))?;
-        f(
-            name,
-            AttrSpan {
-                whole: start..r.pos,
-                info: info_start..r.pos,
-            },
-        )?;
+        // The name and the length in one read.
+        let Some(&[n0, n1, l0, l1, l2, l3]) = b.get(pos..pos + 6) else {
+            return Err(malformed("truncated attribute"));
+        };
+        let info_start = pos + 6;
+        let end = info_start + u32::from_be_bytes([l0, l1, l2, l3]) as usize;
+        if end > b.len() {
+            return Err(malformed("attribute overruns the class file"));
+        }
+        f(u16::from_be_bytes([n0, n1]), AttrSpan { whole: pos..end, info: info_start..end })?;
+        pos = end;
     }
+    r.pos = pos;
     Ok(())
 }
 
