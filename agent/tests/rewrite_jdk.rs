@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 mod rewrite_common;
 
 use lucce_agent::rewrite::check::check_class;
+use lucce_agent::rewrite::relocate::Relocatable;
 use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
 
 #[derive(Default)]
@@ -120,6 +121,20 @@ fn run(every: usize) {
     // Most methods take the direct path (so the comparison covers it).
     assert!(direct * 10 > rewritten * 9, "{direct} of {rewritten} methods direct");
     assert_eq!((general.methods, general.sites), (reg.methods, reg.sites));
+    // Rewritten once with placeholder ids, then given a run's ids by replaying the registry
+    // calls: the same classes and registry calls as a rewrite with those ids (all past 32,767,
+    // so that the rewriter pushes every id from a constant of its own there too).
+    for (i, out) in outputs.iter().step_by(7) {
+        let base = 1 << 20;
+        let mut live = rewrite_common::Recorder { id_base: base, ..Default::default() };
+        let direct_out = rewrite_class(&classes[*i], &mut live).unwrap().bytes;
+        let r = Relocatable::rewrite(&classes[*i], &Counter::default()).unwrap();
+        assert_eq!(r.bytes.is_some(), out.is_some());
+        let mut replayed = rewrite_common::Recorder { id_base: base, ..Default::default() };
+        let patched = r.replay(&mut replayed);
+        assert!(patched == direct_out, "{}: the replayed class differs", files[*i].display());
+        assert_eq!((&replayed.methods, &replayed.sites), (&live.methods, &live.sites));
+    }
     // Timed again without the allocations of the first pass' bookkeeping: pure rewrite time.
     let t = Instant::now();
     for c in &classes {

@@ -198,6 +198,11 @@ impl<'a> ConstPool<'a> {
         self.offs.get(idx as usize).map(|&o| o as usize)
     }
 
+    /// Where entry `idx`'s bytes after its tag start in the class file.
+    pub fn offset(&self, idx: u16) -> Option<usize> {
+        self.offs.get(idx as usize).map(|&o| o as usize)
+    }
+
     /// The raw (modified UTF-8) bytes of a Utf8 entry and their offset in the class file.
     pub fn utf8_span(&self, idx: u16) -> Option<Range<usize>> {
         let o = self.body(idx, TAG_UTF8)?;

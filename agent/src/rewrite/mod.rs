@@ -38,6 +38,7 @@ mod frames;
 mod method;
 mod pool;
 pub mod probes;
+pub mod relocate;
 mod typesim;
 
 use std::cell::Cell;
@@ -114,7 +115,7 @@ pub enum SiteKind {
     Alloc,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SiteInfo {
     pub kind: SiteKind,
     /// Bytecode index in the ORIGINAL (un-rewritten) method.

@@ -1,0 +1,166 @@
+//! Rewritten classes that can take other ids: the first step of rewriting the JDK's classes once
+//! instead of at every load (docs/agent.md, "Real programs", stop 42).
+//!
+//! A class is rewritten with a [`Recorder`] as its registry: it hands out placeholder ids (at
+//! least 2^30, so that every id is pushed as an Integer constant of its own, never as a short
+//! push whose length depends on the id) and keeps the registry calls in order. [`Relocatable`]
+//! then holds the rewritten bytes, those calls and where each placeholder sits. To use it in a
+//! run, [`Relocatable::replay`] makes the same calls on the run's registry, which gives the run's
+//! dense ids, and writes them over the placeholders: the result is the class the rewriter would
+//! have made with those ids whenever they are all at least 32,768 (below, the rewriter would
+//! push them shorter; the class is as valid either way).
+
+use super::classfile::{be_u16, ConstPool, PoolBuffers, TAG_INTEGER};
+use super::{rewrite_class, ClassStats, MethodInfo, RewriteError, SiteInfo, SiteRegistry};
+
+/// The first placeholder id; call `k` of a recorded rewrite gets `PLACEHOLDER_BASE + k`.
+const PLACEHOLDER_BASE: u32 = 1 << 30;
+
+/// A registry call of a recorded rewrite.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    Method(OwnedMethodInfo),
+    /// A site of the method registered by call number `method` (an index into the calls).
+    Site { method: u32, site: SiteInfo },
+    Reserve(u32),
+}
+
+/// [`MethodInfo`] with its own strings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnedMethodInfo {
+    pub class: String,
+    pub name: String,
+    pub descriptor: String,
+    pub source_file: Option<String>,
+    pub access_flags: u16,
+    pub leaf: bool,
+}
+
+impl OwnedMethodInfo {
+    fn of(m: &MethodInfo<'_>) -> Self {
+        OwnedMethodInfo {
+            class: m.class.to_string(),
+            name: m.name.to_string(),
+            descriptor: m.descriptor.to_string(),
+            source_file: m.source_file.map(str::to_string),
+            access_flags: m.access_flags,
+            leaf: m.leaf,
+        }
+    }
+
+    fn borrow(&self) -> MethodInfo<'_> {
+        MethodInfo {
+            class: &self.class,
+            name: &self.name,
+            descriptor: &self.descriptor,
+            source_file: self.source_file.as_deref(),
+            access_flags: self.access_flags,
+            leaf: self.leaf,
+        }
+    }
+}
+
+/// A registry that records its calls and answers each with a placeholder id. It rewrites as the
+/// live registry it stands for would (the same `alloc_sites` and `direct_rewrite`).
+pub struct Recorder {
+    pub calls: Vec<Call>,
+    alloc_sites: bool,
+    direct_rewrite: bool,
+}
+
+impl Recorder {
+    pub fn like(live: &dyn SiteRegistry) -> Self {
+        Recorder { calls: Vec::new(), alloc_sites: live.alloc_sites(), direct_rewrite: live.direct_rewrite() }
+    }
+
+    fn next(&mut self, call: Call) -> u32 {
+        self.calls.push(call);
+        PLACEHOLDER_BASE + self.calls.len() as u32 - 1
+    }
+}
+
+impl SiteRegistry for Recorder {
+    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
+        self.next(Call::Method(OwnedMethodInfo::of(m)))
+    }
+    fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
+        let method = method_id.wrapping_sub(PLACEHOLDER_BASE);
+        self.next(Call::Site { method, site: *site })
+    }
+    fn reserve_sites(&mut self, n: u32) {
+        // Not an id: kept for the replay, which passes it on.
+        self.calls.push(Call::Reserve(n));
+    }
+    fn alloc_sites(&self) -> bool {
+        self.alloc_sites
+    }
+    fn direct_rewrite(&self) -> bool {
+        self.direct_rewrite
+    }
+}
+
+/// A rewritten class whose ids are placeholders.
+#[derive(Debug, Clone)]
+pub struct Relocatable {
+    /// The rewritten class, or None when the rewriter left it unchanged.
+    pub bytes: Option<Vec<u8>>,
+    pub stats: ClassStats,
+    pub calls: Vec<Call>,
+    /// Where each placeholder's 4 bytes sit in `bytes`: (call number, offset).
+    pub slots: Vec<(u32, u32)>,
+}
+
+impl Relocatable {
+    /// Rewrites `class` for a run whose registry is like `live`.
+    pub fn rewrite(class: &[u8], live: &dyn SiteRegistry) -> Result<Self, RewriteError> {
+        let mut rec = Recorder::like(live);
+        let out = rewrite_class(class, &mut rec)?;
+        let slots = match &out.bytes {
+            Some(b) => placeholder_slots(class, b, rec.calls.len())?,
+            None => Vec::new(),
+        };
+        Ok(Relocatable { bytes: out.bytes, stats: out.stats, calls: rec.calls, slots })
+    }
+
+    /// Makes the recorded calls on `reg` and returns the class with the ids it gave.
+    pub fn replay(&self, reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
+        let mut ids = vec![0u32; self.calls.len()];
+        for (k, call) in self.calls.iter().enumerate() {
+            ids[k] = match call {
+                Call::Method(m) => reg.method(&m.borrow()),
+                Call::Site { method, site } => reg.site(ids[*method as usize], site),
+                Call::Reserve(n) => {
+                    reg.reserve_sites(*n);
+                    continue;
+                }
+            };
+        }
+        let mut bytes = self.bytes.clone()?;
+        for &(k, at) in &self.slots {
+            bytes[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
+        }
+        Some(bytes)
+    }
+}
+
+/// The placeholders among the Integer constants that the rewriter appended to `orig`'s pool in
+/// `new`: (call number, offset of the value). Every id is pushed from a constant of its own.
+fn placeholder_slots(orig: &[u8], new: &[u8], calls: usize) -> Result<Vec<(u32, u32)>, RewriteError> {
+    let bad = RewriteError::Malformed("rewritten constant pool");
+    let count = |b: &[u8]| be_u16(b, 8).map(usize::from).ok_or(bad.clone());
+    let (orig_count, new_count) = (count(orig)?, count(new)?);
+    let (cp, _) = ConstPool::parse(new, 10, new_count, PoolBuffers::default())?;
+    let mut slots = Vec::new();
+    for i in orig_count..new_count {
+        if cp.tag(i as u16) != TAG_INTEGER {
+            continue;
+        }
+        let at = cp.offset(i as u16).ok_or(bad.clone())?;
+        let v = u32::from_be_bytes(new.get(at..at + 4).ok_or(bad.clone())?.try_into().map_err(|_| bad.clone())?);
+        let k = v.wrapping_sub(PLACEHOLDER_BASE);
+        if (k as usize) < calls {
+            slots.push((k, at as u32));
+        }
+    }
+    Ok(slots)
+}
