@@ -191,15 +191,11 @@ impl<'a> ConstPool<'a> {
         self.tags.get(idx as usize).copied().unwrap_or(0)
     }
 
-    fn body(&self, idx: u16, tag: u8) -> Option<usize> {
+    /// Where entry `idx`'s bytes after its tag start in the class file, if its tag is `tag`.
+    pub fn body(&self, idx: u16, tag: u8) -> Option<usize> {
         if self.tag(idx) != tag {
             return None;
         }
-        self.offs.get(idx as usize).map(|&o| o as usize)
-    }
-
-    /// Where entry `idx`'s bytes after its tag start in the class file.
-    pub fn offset(&self, idx: u16) -> Option<usize> {
         self.offs.get(idx as usize).map(|&o| o as usize)
     }
 

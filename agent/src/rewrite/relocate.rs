@@ -10,7 +10,7 @@
 //! have made with those ids whenever they are all at least 32,768 (below, the rewriter would
 //! push them shorter; the class is as valid either way).
 
-use super::classfile::{be_u16, ConstPool, PoolBuffers, TAG_INTEGER};
+use super::classfile::{be_i32, be_u16, ConstPool, PoolBuffers, TAG_INTEGER};
 use super::{rewrite_class, ClassStats, MethodInfo, RewriteError, SiteInfo, SiteRegistry};
 
 /// The first placeholder id; call `k` of a recorded rewrite gets `PLACEHOLDER_BASE + k`.
@@ -122,8 +122,13 @@ impl Relocatable {
         Ok(Relocatable { bytes: out.bytes, stats: out.stats, calls: rec.calls, slots })
     }
 
-    /// Makes the recorded calls on `reg` and returns the class with the ids it gave.
+    /// Makes the recorded calls on `reg` and returns the class with the ids it gave. None, and
+    /// no call made, when the record does not hold together (a site of a call that is not an
+    /// earlier method, a place outside the class): a record read back from elsewhere is checked.
     pub fn replay(&self, reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
+        if !self.consistent() {
+            return None;
+        }
         let mut ids = vec![0u32; self.calls.len()];
         for (k, call) in self.calls.iter().enumerate() {
             ids[k] = match call {
@@ -141,6 +146,14 @@ impl Relocatable {
         }
         Some(bytes)
     }
+
+    /// Every site belongs to an earlier method call, every place lies inside the class.
+    fn consistent(&self) -> bool {
+        let method_before = |k: usize, m: u32| (m as usize) < k && matches!(self.calls[m as usize], Call::Method(_));
+        let len = self.bytes.as_ref().map_or(0, Vec::len);
+        self.calls.iter().enumerate().all(|(k, c)| !matches!(c, Call::Site { method, .. } if !method_before(k, *method)))
+            && self.slots.iter().all(|&(k, at)| (k as usize) < self.calls.len() && at as usize + 4 <= len)
+    }
 }
 
 /// The placeholders among the Integer constants that the rewriter appended to `orig`'s pool in
@@ -152,15 +165,66 @@ fn placeholder_slots(orig: &[u8], new: &[u8], calls: usize) -> Result<Vec<(u32, 
     let (cp, _) = ConstPool::parse(new, 10, new_count, PoolBuffers::default())?;
     let mut slots = Vec::new();
     for i in orig_count..new_count {
-        if cp.tag(i as u16) != TAG_INTEGER {
-            continue;
-        }
-        let at = cp.offset(i as u16).ok_or(bad.clone())?;
-        let v = u32::from_be_bytes(new.get(at..at + 4).ok_or(bad.clone())?.try_into().map_err(|_| bad.clone())?);
-        let k = v.wrapping_sub(PLACEHOLDER_BASE);
+        let Some(at) = cp.body(i as u16, TAG_INTEGER) else { continue };
+        let k = (be_i32(new, at).ok_or(bad.clone())? as u32).wrapping_sub(PLACEHOLDER_BASE);
         if (k as usize) < calls {
             slots.push((k, at as u32));
         }
     }
     Ok(slots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rewrite::SiteKind;
+
+    /// Counts the calls it gets.
+    #[derive(Default)]
+    struct Calls(u32);
+
+    impl SiteRegistry for Calls {
+        fn method(&mut self, _m: &MethodInfo<'_>) -> u32 {
+            self.0 += 1;
+            self.0
+        }
+        fn site(&mut self, _method_id: u32, _site: &SiteInfo) -> u32 {
+            self.0 += 1;
+            self.0
+        }
+    }
+
+    /// A record that does not hold together is refused before any registry call.
+    #[test]
+    fn inconsistent_records_make_no_calls() {
+        let method = Call::Method(OwnedMethodInfo {
+            class: "C".into(),
+            name: "m".into(),
+            descriptor: "()V".into(),
+            source_file: None,
+            access_flags: 0,
+            leaf: false,
+        });
+        let site = |method| Call::Site { method, site: SiteInfo { kind: SiteKind::Call, bci: 0, line: -1, api: false, target: 1 } };
+        let record = |calls: Vec<Call>, slots: Vec<(u32, u32)>| Relocatable {
+            bytes: Some(vec![0; 8]),
+            stats: ClassStats::default(),
+            calls,
+            slots,
+        };
+        let good = record(vec![method.clone(), Call::Reserve(1), site(0)], vec![(0, 0), (2, 4)]);
+        let mut reg = Calls::default();
+        assert_eq!(good.replay(&mut reg), Some(vec![0, 0, 0, 1, 0, 0, 0, 2]));
+        for bad in [
+            record(vec![site(0), method.clone()], vec![]),         // a site before its method
+            record(vec![method.clone(), site(1)], vec![]),         // of a call that is not a method
+            record(vec![method.clone(), site(7)], vec![]),         // of no call at all
+            record(vec![method.clone()], vec![(0, 5)]),            // a place past the class
+            record(vec![method.clone()], vec![(3, 0)]),            // a place of no call
+        ] {
+            let mut reg = Calls::default();
+            assert_eq!(bad.replay(&mut reg), None);
+            assert_eq!(reg.0, 0);
+        }
+    }
 }
