@@ -455,6 +455,10 @@ impl HookState<'_> {
         let cpu_ns = if timed { thread_cpu_ns().saturating_sub(cpu0).saturating_sub(cpu_clock_cost()) } else { 0 };
         // Borrowed: most classes never need the name as a String.
         let label = name.unwrap_or("<unnamed>");
+        if timed {
+            // Per class, for scripts/class_times.sh (which classes the time goes to).
+            diag!(Debug, "class time: {label} {cpu_ns} ns of CPU, {ns} ns");
+        }
         let mut out = None;
         let mut stats = lock(self.stats);
         stats.hook_calls += 1;
