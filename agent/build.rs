@@ -1,9 +1,12 @@
 //! Compiles the runtime class and the API class (agent/java/lucce/{Runtime,Lucce}.java) with javac into OUT_DIR; the library
-//! embeds the class file with `include_bytes!`.
+//! embeds the class file with `include_bytes!`. Also gives the build a source hash
+//! (`LUCCE_AGENT_SOURCE_HASH`), which names the class cache's files (`src/class_cache.rs`): a
+//! class rewritten by one build of the rewriter is never served to another.
 //!
 //! `--release 11`: the oldest release whose API snapshot still has `sun.misc.Unsafe`
 //! (jdk.unsupported); the class file (version 55) loads on every JDK the agent supports.
 
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -21,7 +24,38 @@ fn javac() -> PathBuf {
     PathBuf::from("javac")
 }
 
+/// Every file under `dir`, sorted.
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+}
+
+/// A hash of the agent's Rust and Java sources (SipHash with fixed keys: the same sources give
+/// the same hash on every machine).
+fn source_hash() -> u64 {
+    let mut paths = Vec::new();
+    files(Path::new("src"), &mut paths);
+    files(Path::new("java"), &mut paths);
+    #[allow(deprecated)] // SipHasher: fixed keys, unlike DefaultHasher's documented instability
+    let mut h = std::hash::SipHasher::new();
+    for p in paths {
+        p.hash(&mut h);
+        std::fs::read(&p).unwrap_or_default().hash(&mut h);
+    }
+    h.finish()
+}
+
 fn main() {
+    println!("cargo:rerun-if-changed=src");
+    println!("cargo:rustc-env=LUCCE_AGENT_SOURCE_HASH={:016x}", source_hash());
     let sources = [Path::new("java/lucce/Runtime.java"), Path::new("java/lucce/Lucce.java")];
     for src in sources {
         println!("cargo:rerun-if-changed={}", src.display());

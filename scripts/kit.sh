@@ -17,14 +17,19 @@ warn_unless_tmpfs() {
     echo "note: WL_DIR=$1 is not on a tmpfs: ant's and javac's times may include seconds of file-system work (WL_DIR=/dev/shm/lucce-workloads avoids it; see README, Performance, for lucene_search's index there)" >&2
 }
 
-# read_libs LIB[,LIB...]: sets the array `libs` to the agent libraries' absolute paths (exit 2 if
-# one is missing) and prints them as lib1, lib2, ..., the names the scripts' tables use.
+# read_libs LIB[+OPTS][,LIB[+OPTS]...]: sets the array `libs` to the agent libraries' absolute
+# paths (exit 2 if one is missing) and `lib_opts` to the agent options given after a `+` (`;` for
+# `,` inside them, e.g. `liblucce_agent.so+cache=/tmp/c`), and prints them as lib1, lib2, ...,
+# the names the scripts' tables use. The same library may come twice with other options.
 read_libs() {
   local given l
   IFS=, read -ra given <<<"$1"
   libs=()
+  lib_opts=()
   for l in "${given[@]}"; do
-    libs+=("$(realpath -e "$l")") || exit 2
-    echo "lib${#libs[@]} = ${libs[-1]}"
+    libs+=("$(realpath -e "${l%%+*}")") || exit 2
+    if [[ $l == *+* ]]; then lib_opts+=(",${l#*+}"); else lib_opts+=(""); fi
+    lib_opts[-1]=${lib_opts[-1]//;/,}
+    echo "lib${#libs[@]} = ${libs[-1]}${lib_opts[-1]:+ (options${lib_opts[-1]/,/ })}"
   done
 }

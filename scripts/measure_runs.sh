@@ -34,7 +34,7 @@ for _ in $(seq 1 "$ROUNDS"); do
     for i in $(seq 0 "${#libs[@]}"); do
       opts="${PIN_HEAP:+-Xms$PIN_HEAP -Xmx$PIN_HEAP -XX:+AlwaysPreTouch}" agent=no
       if ((i > 0)); then
-        opts+=" -agentpath:${libs[i - 1]}=out=$work/store/%p,summary=off" agent=lib$i
+        opts+=" -agentpath:${libs[i - 1]}=out=$work/store/%p,summary=off${lib_opts[i - 1]}" agent=lib$i
       fi
       line=$(LUCCE_JAVA_OPTS="$opts" /usr/bin/time -o "$work/time" -f '%U %S %M' \
         "$WL_KIT/run.sh" "$name" "$WL_DIR" 2>/dev/null | grep ' rc=' | tail -1)

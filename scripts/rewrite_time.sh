@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/rewrite_time.sh LIB[,LIB...] NAME...: the rewrite time of agent builds inside real JVMs.
+# scripts/rewrite_time.sh LIB[+OPTS][,LIB[+OPTS]...] NAME...: the rewrite time of agent builds inside
+# real JVMs (OPTS: more agent options, see read_libs in kit.sh).
 # Per round and workload, one run with each LIB in counting mode (no `out`, `-Xverify:all` as
 # scripts/workloads.sh runs it), one after the other (interleaved, so a noisy machine hits every
 # build alike). Each JVM writes its JSON summary; prints per run the classes seen and the hook's
@@ -25,7 +26,7 @@ for _ in $(seq 1 "$ROUNDS"); do
   for name in "$@"; do
     for i in "${!libs[@]}"; do
       rm -f "$WL_DIR/$name"/lucce-summary-*.json
-      line=$(LUCCE_JAVA_OPTS="-agentpath:${libs[$i]}=summary=off,json=lucce-summary-%p.json -Xverify:all" \
+      line=$(LUCCE_JAVA_OPTS="-agentpath:${libs[$i]}=summary=off,json=lucce-summary-%p.json${lib_opts[$i]} -Xverify:all" \
         "$WL_KIT/run.sh" "$name" "$WL_DIR" 2>/dev/null | grep ' rc=' | tail -1)
       [[ $line == *"rc=0 "*"check=ok"* ]] || { echo "$name lib$((i + 1)): ${line:-no result}" >&2; status=1; }
       python3 - "$name" "lib$((i + 1))" "$WL_DIR/$name" <<'PY' | tee -a "$rows"

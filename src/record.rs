@@ -22,6 +22,14 @@ pub struct RecordArgs {
     /// The agent library (default: $LUCCE_AGENT, else next to this executable).
     #[arg(long)]
     pub agent: Option<PathBuf>,
+    /// Where the agent keeps the classes it rewrote, to serve them again in later runs instead of
+    /// rewriting them (default: $LUCCE_CLASS_CACHE, else $XDG_CACHE_HOME/lucce/classes, else
+    /// ~/.cache/lucce/classes). Safe to delete at any time.
+    #[arg(long, value_name = "DIR")]
+    pub class_cache: Option<PathBuf>,
+    /// Rewrite every class as it loads, keeping none.
+    #[arg(long, conflicts_with = "class_cache")]
+    pub no_class_cache: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -45,6 +53,26 @@ pub fn find_agent(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     bail!("cannot find {AGENT_LIB} next to {} (build it with `cargo build --release -p lucce-agent`, or set LUCCE_AGENT)", exe.display())
 }
 
+/// The class cache directory for the agent (see [`RecordArgs::class_cache`]), if any.
+fn class_cache(a: &RecordArgs) -> Option<PathBuf> {
+    if a.no_class_cache {
+        return None;
+    }
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let dir = a
+        .class_cache
+        .clone()
+        .or_else(|| env("LUCCE_CLASS_CACHE"))
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("lucce/classes")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/lucce/classes")))?;
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
+    if dir.to_string_lossy().contains([' ', ',', '=']) {
+        eprintln!("lucce: not using the class cache {}: a space, ',' or '=' cannot pass through JAVA_TOOL_OPTIONS", dir.display());
+        return None;
+    }
+    Some(dir)
+}
+
 pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
     let agent = find_agent(a.agent.as_deref())?;
     let agent = agent.canonicalize().with_context(|| format!("agent library {}", agent.display()))?;
@@ -61,6 +89,11 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut opts = format!("out={}/%p,summary=off", out.display());
+    if let Some(cache) = class_cache(a) {
+        // The agent creates it; an unusable one costs the run its speed-up, nothing else.
+        opts.push_str(&format!(",cache={}", cache.display()));
+    }
+    // After lucce's own: the user's options win (the agent takes the last of a key).
     if !a.agent_opts.is_empty() {
         opts.push(',');
         opts.push_str(&a.agent_opts);

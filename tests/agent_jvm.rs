@@ -212,9 +212,15 @@ fn synchronized_inner_classes_arrays() {
 
 #[test]
 fn entry_counts_match_jvmti_method_entry_events() {
+    check_entry_counts("");
+}
+
+/// The entry counts of CountCheck's methods, with more agent options `extra`, equal JVMTI's and
+/// those known by construction; returns the summary.
+fn check_entry_counts(extra: &str) -> serde_json::Value {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("summary.json");
-    let opts = format!("summary={},count_check=CountCheck*", json.display());
+    let opts = format!("summary={},count_check=CountCheck*{extra}", json.display());
     let base = run_java("CountCheck", None);
     let with = run_java("CountCheck", Some(&opts));
     assert_eq!(base, with);
@@ -251,6 +257,35 @@ fn entry_counts_match_jvmti_method_entry_events() {
         .collect();
     assert_eq!(proxy.len(), 1, "{cc}");
     assert_eq!((proxy[0]["jvmti"].as_u64(), proxy[0]["probes"].as_u64()), (Some(7), Some(7)), "{cc}");
+    s
+}
+
+#[test]
+fn class_cache_serves_a_second_run_with_the_same_counts() {
+    let cache = tempfile::tempdir().unwrap();
+    let opts = format!(",cache={}", cache.path().display());
+    let first = &check_entry_counts(&opts)["class_cache"];
+    let named = first["misses"].as_u64().unwrap();
+    assert!(named > 300 && first["hits"] == 0 && first["stored"] == named, "first run: {first}");
+    // The named classes from the cache (the JDK's, loaded before VMInit and retransformed,
+    // included: the JVM rebuilds their bytes in the same method order every run), and the same
+    // counts: the replayed ids are the ones the probes bump. A rebuilt class may still differ
+    // now and then: the constants HotSpot adds for its overpass methods (`java.util.NavigableMap`
+    // once in three runs) come in an order that varies.
+    let second = &check_entry_counts(&opts)["class_cache"];
+    let (hits, misses) = (second["hits"].as_u64().unwrap(), second["misses"].as_u64().unwrap());
+    assert!(hits + misses == named && misses <= 3 && second["unusable"] == 0, "second run: {second}");
+}
+
+#[test]
+fn a_class_cache_it_cannot_use_leaves_the_run_alone() {
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::write(cache.path().join("not-a-dir"), b"").unwrap();
+    let base = run_java("Recursion", None);
+    let with = run_java("Recursion", Some(&format!("summary=off,cache={}/not-a-dir/sub", cache.path().display())));
+    assert_eq!((with.code, &with.stdout), (base.code, &base.stdout));
+    let lines: Vec<&str> = with.stderr.lines().collect();
+    assert!(lines.len() == 1 && lines[0].starts_with("lucce-agent: class cache off: ") && lines[0].contains("not-a-dir"), "{lines:?}");
 }
 
 #[test]

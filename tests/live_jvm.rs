@@ -768,6 +768,74 @@ fn custom_class_loader() {
         .run();
 }
 
+/// Classes served from the class cache (`cache=DIR`) give the same exact traces: the first run
+/// fills the cache, the second takes its classes from it (every id there an Integer constant,
+/// which the recorder also reads when the JVM calls out of an entry probe: `LiveLoader`).
+#[test]
+fn classes_from_the_class_cache() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let summaries = tempfile::tempdir().expect("tempdir");
+    for (main, marks) in [
+        ("LiveLoader", &["loadClass-LiveLoadedA", "loadClass-lucce.Runtime", "loadedA-run-3", "loadedB-twice-3", "loadedC-get"][..]),
+        ("LiveLambdas", &["lambda-capturing-2", "bound-ref-bob-amy", "stream-map-6", "mh-virtual-eve-9", "mh-filter-quiet"][..]),
+    ] {
+        for run in ["fills", "serves"] {
+            let json = summaries.path().join(format!("{main}-{run}.json"));
+            let opts = format!("cache={},json={}", cache.path().display(), json.display());
+            Scenario::new(main).jvm(&["-Xverify:all"]).agent(&opts).expect(marks).run();
+            let text = std::fs::read_to_string(&json).expect("JSON summary");
+            let c = serde_json::from_str::<serde_json::Value>(&text).expect("summary JSON")["class_cache"].clone();
+            let (hits, misses) = (c["hits"].as_u64().unwrap(), c["misses"].as_u64().unwrap());
+            assert_eq!(c["unusable"], 0, "{main} {run}: {c}");
+            if run == "serves" {
+                // Both mains' classes are there now; a rebuilt JDK class may differ now and then.
+                assert!(hits > 300 && misses <= 3, "{main} {run}: {c}");
+            }
+        }
+    }
+}
+
+/// `lucce record` runs the command with the agent through `JAVA_TOOL_OPTIONS`, keeps rewritten
+/// classes in the class cache it is given (a second run serves them) or none with
+/// `--no-class-cache`, and says where the store is.
+#[test]
+fn lucce_record_and_its_class_cache() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let record = |out: &Path, cache_flag: &[&OsString]| {
+        let mut cmd = Command::new(lucce_bin());
+        cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+        // Where the default cache would go: a test must not write to the user's.
+        cmd.env("XDG_CACHE_HOME", tmp.path().join("xdg")).env_remove("LUCCE_CLASS_CACHE");
+        cmd.env("LUCCE_AGENT", agent_lib()).arg("record").arg("--out").arg(out).args(cache_flag);
+        cmd.args(["--agent-opts", "verify=1", "--", tool("java").to_str().unwrap(), "-Xverify:all", "-cp"]).arg(classes()).arg("LiveLoader");
+        let what = format!("lucce record {}", out.display());
+        let o = run(cmd, &what);
+        assert_eq!(o.code, Some(0), "{what}: {}", o.stderr);
+        let stores = lucce_log_format::stores_below(out);
+        assert_eq!(stores.len(), 1, "{what}: stores {stores:?}; stderr {}", o.stderr);
+        assert!(o.stderr.contains(&format!("lucce: store {}", stores[0].display())), "{what}: {}", o.stderr);
+        let v = verify(&what, &stores[0]);
+        assert!(v.events > 5 && v.verified == v.events, "{what}: {} events, {} verified", v.events, v.verified);
+        (o.stdout, stores[0].clone())
+    };
+    let cache_files = |dir: &Path| std::fs::read_dir(dir).map_or(0, |d| d.count());
+    let flag: OsString = "--class-cache".into();
+    let dir: OsString = cache.clone().into();
+    let (first, _) = record(&tmp.path().join("r1"), &[&flag, &dir]);
+    assert_eq!(cache_files(&cache), 2, "the pack and its index");
+    let pack_len = || std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).max().unwrap();
+    let filled = pack_len();
+    let (second, _) = record(&tmp.path().join("r2"), &[&flag, &dir]);
+    assert_eq!(first, second);
+    // Served, not rewritten and kept again (a rebuilt JDK class may differ now and then).
+    assert!(pack_len() < filled + filled / 20, "the pack grew from {filled} to {} bytes", pack_len());
+    record(&tmp.path().join("r3"), &[&"--no-class-cache".into()]);
+    assert_eq!(cache_files(&tmp.path().join("xdg")), 0, "--no-class-cache wrote a cache");
+    record(&tmp.path().join("r4"), &[]);
+    assert_eq!(cache_files(&tmp.path().join("xdg/lucce/classes")), 2, "no cache at the default place");
+}
+
 #[test]
 fn custom_class_loader_with_method_ids_past_sipush() {
     Scenario::new("LiveLoaderHighIds")

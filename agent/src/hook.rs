@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
+use crate::class_cache::{ClassCache, ClassReport};
 use crate::count_check::CountCheck;
 use crate::diag;
 use crate::jvmti::{self, jbyteArray, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
@@ -60,6 +61,8 @@ pub struct Agent {
     count_check: Option<CountCheck>,
     /// Record mode (`out=`): the encoder and the store.
     recorder: Option<&'static Recorder>,
+    /// With `cache=DIR`, when it opened.
+    cache: Option<ClassCache>,
     /// The hook rewrites only once the runtime class exists (set at VMInit).
     live: AtomicBool,
     /// Whether VMInit restarts the JDK's reference threads on rewritten code (ref_threads.rs).
@@ -205,6 +208,13 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     if options.out.is_some() && potential.has(Capabilities::GET_CONSTANT_POOL) {
         caps.set(Capabilities::GET_CONSTANT_POOL);
     }
+    // Optional, for the class cache: the bytes HotSpot rebuilds for a retransformation list the
+    // methods in the order the class file had, not sorted by where their names' symbols happen
+    // to lie in this run (which differs from run to run for classes not from the CDS archive:
+    // each run would miss them in the cache, and add them again).
+    if options.cache.is_some() && potential.has(Capabilities::MAINTAIN_ORIGINAL_METHOD_ORDER) {
+        caps.set(Capabilities::MAINTAIN_ORIGINAL_METHOD_ORDER);
+    }
     // Optional: to restart the JDK's reference threads on rewritten code (ref_threads.rs).
     let restart_caps = [Capabilities::SUSPEND, Capabilities::SIGNAL_THREAD];
     let restart_ref_threads = options.out.is_some() && options.retransform && restart_caps.iter().all(|&c| potential.has(c));
@@ -232,6 +242,14 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         }
         None => (None, Registry::new()),
     };
+    // The cache only saves time: a run without it loses nothing, so it does not stop the agent.
+    let cache = options.cache.as_deref().and_then(|dir| match ClassCache::open(dir, registry.alloc_sites()) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("lucce-agent: class cache off: {e}");
+            None
+        }
+    });
     let agent = Agent {
         jvmti,
         retransformer,
@@ -242,6 +260,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         counters,
         count_check,
         recorder,
+        cache,
         live: AtomicBool::new(false),
         restart_ref_threads,
         hooked_early: Mutex::new(Some(HashSet::new())),
@@ -368,6 +387,7 @@ pub struct HookState<'a> {
     pub stats: &'a Mutex<Stats>,
     pub recorder: Option<&'static Recorder>,
     pub hooked_early: &'a Mutex<Option<HashSet<String>>>,
+    pub cache: Option<&'a ClassCache>,
 }
 
 /// How a class reaches the hook.
@@ -441,7 +461,7 @@ impl HookState<'_> {
         let cpu0 = if timed { thread_cpu_ns() } else { 0 };
         let t0 = timed.then(Instant::now);
         let result = catch_unwind(AssertUnwindSafe(|| {
-            rewrite_class_with(bytes, &mut registrar, |parts| match name {
+            let output = |parts: &[&[u8]]| match name {
                 // Straight into the JVM's buffer: one copy, no Vec.
                 Some(_) => match allocate.take() {
                     Some(allocate) => copy_parts(parts, allocate),
@@ -449,7 +469,12 @@ impl HookState<'_> {
                 },
                 // Unnamed: the filter still has to see the name; allocate only if it is kept.
                 None => Output::Held(parts.concat()),
-            })
+            };
+            // Hidden classes' bytes differ from run to run (their names are numbered).
+            match self.cache.filter(|_| name.is_some() && arrival != Arrival::Hidden) {
+                Some(cache) => cache.serve(bytes, &mut registrar, output),
+                None => rewrite_class_with(bytes, &mut registrar, output).map(|(o, cs)| (o, ClassReport::from(cs))),
+            }
         }));
         let ns = t0.map_or(0, |t| t.elapsed().as_nanos() as u64);
         let cpu_ns = if timed { thread_cpu_ns().saturating_sub(cpu0).saturating_sub(cpu_clock_cost()) } else { 0 };
@@ -486,11 +511,11 @@ impl HookState<'_> {
                 stats.methods_with_code += cs.methods_with_code as u64;
                 stats.methods_rewritten += cs.methods_rewritten as u64;
                 for (method, reason) in &cs.skipped {
-                    diag!(Info, "{}.{method} skipped: {reason:?}", cs.class_name);
+                    diag!(Info, "{}.{method} skipped: {reason}", cs.class_name);
                     if let Some(r) = self.recorder {
                         r.unrewritten(&cs.class_name, method);
                     }
-                    stats.skipped(&cs.class_name, method, format!("{reason:?}"));
+                    stats.skipped(&cs.class_name, method, reason.clone());
                 }
                 let new = match (new, allocate.take()) {
                     (Some(Output::Held(v)), Some(allocate)) => Some(copy_parts(&[&v], allocate)),
@@ -534,6 +559,7 @@ impl Agent {
             stats: &self.stats,
             recorder: self.recorder,
             hooked_early: &self.hooked_early,
+            cache: self.cache.as_ref(),
         };
         hook.on_class(name, arrival, bytes, allocate)
     }
@@ -682,7 +708,11 @@ impl Agent {
                 report
             );
         }
-        let stats = lock(&self.stats).clone();
+        let mut stats = lock(&self.stats).clone();
+        if let Some(c) = &self.cache {
+            c.flush();
+            stats.class_cache = Some(c.stats());
+        }
         let summary = Summary::build(&self.options_text, stats, &self.registry, Some(self.counters), check);
         summary.emit(&self.options.summary, self.options.json.as_deref());
     }

@@ -109,6 +109,7 @@ impl Capabilities {
     pub const GET_SOURCE_FILE_NAME: u32 = 11;
     pub const GET_LINE_NUMBERS: u32 = 12;
     pub const ACCESS_LOCAL_VARIABLES: u32 = 14;
+    pub const MAINTAIN_ORIGINAL_METHOD_ORDER: u32 = 15;
     pub const SUSPEND: u32 = 20;
     pub const GENERATE_METHOD_ENTRY_EVENTS: u32 = 24;
     pub const GENERATE_ALL_CLASS_HOOK_EVENTS: u32 = 26;

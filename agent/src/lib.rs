@@ -12,6 +12,7 @@
 //! Rule for every `extern "C"` entry point: nothing unwinds into the JVM (`catch_unwind`), and a
 //! failure leaves the JVM running without the agent rather than stopping it.
 
+pub mod class_cache;
 pub mod count_check;
 mod ref_threads;
 pub mod hook;

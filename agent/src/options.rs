@@ -19,7 +19,7 @@ pub enum OptionsError {
 }
 
 const KNOWN: &[&str] =
-    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache"];
+    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache", "cache"];
 
 /// Where a text stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +68,9 @@ pub struct Options {
     /// none), a private copy of the memo answers the thread takes (agent/java/lucce/Runtime.java,
     /// memo).
     pub answer_cache: usize,
+    /// The class cache's directory (class_cache.rs): classes rewritten in earlier runs are served
+    /// from it. None: every class is rewritten as it loads.
+    pub cache: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -87,6 +90,7 @@ impl Default for Options {
             counters: CounterMode::Plain,
             thread_slots: crate::recorder::EXCLUSIVE_SLOTS,
             answer_cache: 1 << 16,
+            cache: None,
         }
     }
 }
@@ -126,6 +130,9 @@ impl Options {
                     o.summary = parse_sink(value).ok_or_else(|| bad("expected stderr, off or a path"))?
                 }
                 "json" if !value.is_empty() => o.json = Some(expand_path(value)),
+                "cache" if value == "off" => o.cache = None,
+                "cache" if !value.is_empty() => o.cache = Some(PathBuf::from(value)),
+                "cache" => return Err(bad("expected a directory path or off")),
                 "json" => return Err(bad("expected a path")),
                 "loglevel" => {
                     o.log_level = match value {
@@ -319,5 +326,9 @@ mod tests {
         }
         assert_eq!(Options::parse("answer_cache=0").unwrap().answer_cache, 0);
         assert_eq!(Options::parse("").unwrap().answer_cache, 65536);
+        assert!(matches!(Options::parse("cache="), Err(OptionsError::BadValue { .. })));
+        assert_eq!(Options::parse("cache=/tmp/c").unwrap().cache, Some(PathBuf::from("/tmp/c")));
+        assert_eq!(Options::parse("cache=/tmp/c,cache=off").unwrap().cache, None);
+        assert_eq!(Options::parse("").unwrap().cache, None);
     }
 }

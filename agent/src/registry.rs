@@ -180,6 +180,11 @@ impl Registry {
         self.tables.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether allocations get probes ([`SiteRegistry::alloc_sites`] of its registrars).
+    pub fn alloc_sites(&self) -> bool {
+        !self.no_alloc_sites
+    }
+
     /// A site id for a site the rewriter did not make (the recorder's location sites).
     pub fn reserve_site(&self) -> u32 {
         self.next_site.fetch_add(1, Ordering::Relaxed)

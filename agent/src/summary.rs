@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::class_cache::CacheStats;
 use crate::count_check::CheckReport;
 use crate::options::Sink;
 use crate::registry::{Registry, SiteKindTag};
@@ -44,6 +45,8 @@ pub struct Stats {
     pub rewrite_ns_max: u64,
     pub slowest_class: String,
     pub retransform: RetransformStats,
+    /// With `cache=DIR`.
+    pub class_cache: Option<CacheStats>,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -200,6 +203,13 @@ impl Summary {
             s.rewrite_ns_max as f64 / 1e3,
             s.slowest_class
         );
+        if let Some(c) = &s.class_cache {
+            let _ = writeln!(
+                o,
+                "  class cache {}: {} classes served, {} rewritten and kept ({} written, {} dropped, {} unusable records); {} classes at start",
+                c.dir, c.hits, c.misses, c.stored, c.dropped, c.unusable, c.entries_at_start
+            );
+        }
         let _ = writeln!(
             o,
             "  counted: {} method entries, {} calls, {} allocations ({} methods, {} call sites, {} allocation sites)",

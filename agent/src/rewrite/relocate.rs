@@ -123,37 +123,63 @@ impl Relocatable {
     }
 
     /// Makes the recorded calls on `reg` and returns the class with the ids it gave. None, and
-    /// no call made, when the record does not hold together (a site of a call that is not an
-    /// earlier method, a place outside the class): a record read back from elsewhere is checked.
+    /// no call made, when the record does not hold together (see [`replay_calls`]).
     pub fn replay(&self, reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
-        if !self.consistent() {
-            return None;
-        }
-        let mut ids = vec![0u32; self.calls.len()];
-        for (k, call) in self.calls.iter().enumerate() {
-            ids[k] = match call {
-                Call::Method(m) => reg.method(&m.borrow()),
-                Call::Site { method, site } => reg.site(ids[*method as usize], site),
-                Call::Reserve(n) => {
-                    reg.reserve_sites(*n);
-                    continue;
-                }
-            };
-        }
         let mut bytes = self.bytes.clone()?;
-        for &(k, at) in &self.slots {
-            bytes[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
-        }
-        Some(bytes)
+        let calls: Vec<CallRef<'_>> = self.calls.iter().map(Call::as_ref).collect();
+        replay_calls(&calls, &self.slots, &mut bytes, reg).then_some(bytes)
     }
+}
 
-    /// Every site belongs to an earlier method call, every place lies inside the class.
-    fn consistent(&self) -> bool {
-        let method_before = |k: usize, m: u32| (m as usize) < k && matches!(self.calls[m as usize], Call::Method(_));
-        let len = self.bytes.as_ref().map_or(0, Vec::len);
-        self.calls.iter().enumerate().all(|(k, c)| !matches!(c, Call::Site { method, .. } if !method_before(k, *method)))
-            && self.slots.iter().all(|&(k, at)| (k as usize) < self.calls.len() && at as usize + 4 <= len)
+/// A registry call of a recorded rewrite, borrowing its strings (from a [`Call`], or from a
+/// record read back from the class cache).
+#[derive(Debug, Clone, Copy)]
+pub enum CallRef<'a> {
+    Method(MethodInfo<'a>),
+    Site { method: u32, site: SiteInfo },
+    Reserve(u32),
+}
+
+impl Call {
+    pub fn as_ref(&self) -> CallRef<'_> {
+        match self {
+            Call::Method(m) => CallRef::Method(m.borrow()),
+            Call::Site { method, site } => CallRef::Site { method: *method, site: *site },
+            Call::Reserve(n) => CallRef::Reserve(*n),
+        }
     }
+}
+
+/// Makes `calls` on `reg` and writes the ids they get over the placeholders of `class` at
+/// `slots` ((call number, offset)). False, and no call made, when the record does not hold
+/// together (a site of a call that is not an earlier method, a place outside the class): a
+/// record read back from elsewhere is checked.
+pub fn replay_calls(calls: &[CallRef<'_>], slots: &[(u32, u32)], class: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
+    if !consistent(calls, slots, class.len()) {
+        return false;
+    }
+    let mut ids = vec![0u32; calls.len()];
+    for (k, call) in calls.iter().enumerate() {
+        ids[k] = match call {
+            CallRef::Method(m) => reg.method(m),
+            CallRef::Site { method, site } => reg.site(ids[*method as usize], site),
+            CallRef::Reserve(n) => {
+                reg.reserve_sites(*n);
+                continue;
+            }
+        };
+    }
+    for &(k, at) in slots {
+        class[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
+    }
+    true
+}
+
+/// Every site belongs to an earlier method call, every place lies inside the class.
+fn consistent(calls: &[CallRef<'_>], slots: &[(u32, u32)], class_len: usize) -> bool {
+    let method_before = |k: usize, m: u32| (m as usize) < k && matches!(calls[m as usize], CallRef::Method(_));
+    calls.iter().enumerate().all(|(k, c)| !matches!(c, CallRef::Site { method, .. } if !method_before(k, *method)))
+        && slots.iter().all(|&(k, at)| (k as usize) < calls.len() && at as usize + 4 <= class_len)
 }
 
 /// The placeholders among the Integer constants that the rewriter appended to `orig`'s pool in

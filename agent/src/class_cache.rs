@@ -1,0 +1,769 @@
+//! The class cache (`cache=DIR`): classes rewritten in earlier runs, served again by replaying
+//! their registry calls instead of rewriting them (docs/agent.md, "The class cache").
+//!
+//! A class is found by a hash of its bytes as the load hook gets them (xxh3-128, plus its length),
+//! so any class whose bytes recur is served: the JDK's own classes above all, which took half
+//! (jython) to nine tenths (javac) of a run's rewrite time. A class the cache lacks is rewritten
+//! with placeholder ids ([`Relocatable`]), given the run's ids by a replay, and its record queued:
+//! a thread of the agent writes every [`FLUSH_AT`] bytes of them, VMDeath the rest.
+//!
+//! Two files per agent build and rewrite mode, `classes-KEY.pack` and `classes-KEY.idx`: the
+//! records, and an index of 32-byte entries (hash, offset, length, check) read whole at startup.
+//! Each class is read with one `pread` when it loads, so the cache costs the run no more memory
+//! than its index. Both files begin with a magic and a format version. Several JVMs may share a
+//! directory: appends happen under an exclusive `flock` of the index, at the ends the files have
+//! then. A record whose check fails (a JVM killed while appending, a disk that lost a write) is
+//! counted and the class rewritten, never served.
+
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+
+use crate::recorder::lock;
+use crate::rewrite::relocate::{replay_calls, Call, CallRef, Relocatable};
+use crate::rewrite::{ClassStats, MethodInfo, RewriteError, SiteInfo, SiteKind, SiteRegistry};
+
+const PACK_MAGIC: &[u8; 8] = b"LUCCECP\0";
+const INDEX_MAGIC: &[u8; 8] = b"LUCCECI\0";
+/// The format this agent reads and writes (of both files and the records).
+pub const FORMAT_VERSION: u32 = 1;
+const HEADER_LEN: u64 = 16;
+const ENTRY_LEN: usize = 32;
+/// Records wait in memory until this many bytes are pending (then the writer thread takes them),
+/// or until VMDeath.
+const FLUSH_AT: usize = 8 << 20;
+/// A pack file this large takes no more records (the cache then serves what it has).
+const MAX_PACK: u64 = 1 << 30;
+/// How often a writer tries for the lock, one millisecond apart, before it gives up (a JVM stopped
+/// while it held the lock must not hang this one).
+const LOCK_TRIES: u32 = 500;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+    #[error("{0} is not a lucce class cache file (bad magic)")]
+    NotACache(PathBuf),
+    #[error("{path} has class cache format version {found}; this agent reads version {v} (remove the file or use another cache directory)", v = FORMAT_VERSION)]
+    Version { path: PathBuf, found: u32 },
+    #[error("{0} is locked by another process")]
+    Locked(PathBuf),
+}
+
+/// Where an index entry points.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    offset: u64,
+    len: u32,
+    /// The low 32 bits of the record's xxh3-64.
+    check: u32,
+}
+
+/// Counts for the summary.
+#[derive(Debug, Default, Serialize, Clone)]
+pub struct CacheStats {
+    pub dir: String,
+    /// Classes in the index when the run began.
+    pub entries_at_start: u64,
+    /// Classes served from the cache.
+    pub hits: u64,
+    /// Classes rewritten and kept for the cache.
+    pub misses: u64,
+    /// Records read back but unusable (check failed, malformed), whose class was rewritten.
+    pub unusable: u64,
+    /// Records written to the files.
+    pub stored: u64,
+    /// Records not written: the pack was full or a write failed.
+    pub dropped: u64,
+    /// Bytes of records written.
+    pub bytes_written: u64,
+}
+
+/// Records waiting to be written: (class hash, record).
+type Batch = Vec<(u128, Vec<u8>)>;
+
+/// The files and the index, shared with the writer thread.
+struct Files {
+    dir: PathBuf,
+    pack: File,
+    pack_path: PathBuf,
+    index_file: File,
+    index_path: PathBuf,
+    index: RwLock<FxHashMap<u128, Entry>>,
+    entries_at_start: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    unusable: AtomicU64,
+    stored: AtomicU64,
+    dropped: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+pub struct ClassCache {
+    files: Arc<Files>,
+    alloc_sites: bool,
+    /// Records not yet handed to the writer, and their bytes.
+    pending: Mutex<(Batch, usize)>,
+    /// The thread that writes full batches, so that no load waits for the disk (started at the
+    /// first full batch; joined by [`ClassCache::flush`]).
+    writer: Mutex<Option<(mpsc::Sender<Batch>, JoinHandle<()>)>>,
+}
+
+/// What the hook needs to know of a class it served: its counts, however it was made.
+#[derive(Debug, Default)]
+pub struct ClassReport {
+    pub class_name: String,
+    pub methods_with_code: u32,
+    pub methods_rewritten: u32,
+    /// (name + descriptor, reason) of every method with code left as it was.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl From<ClassStats> for ClassReport {
+    fn from(s: ClassStats) -> Self {
+        ClassReport {
+            class_name: s.class_name,
+            methods_with_code: s.methods_with_code,
+            methods_rewritten: s.methods_rewritten,
+            skipped: s.skipped.into_iter().map(|(m, r)| (m, format!("{r:?}"))).collect(),
+        }
+    }
+}
+
+thread_local! {
+    /// The buffer records are read into (reused: no allocation per class).
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl ClassCache {
+    /// Opens (creating them if need be) the cache files in `dir` for this agent build and a
+    /// registry that gives allocations probes or not, and reads the index.
+    pub fn open(dir: &Path, alloc_sites: bool) -> Result<ClassCache, CacheError> {
+        std::fs::create_dir_all(dir).map_err(|e| CacheError::Io(dir.to_path_buf(), e))?;
+        let stem = format!("classes-{}-{}", env!("LUCCE_AGENT_SOURCE_HASH"), if alloc_sites { "a" } else { "n" });
+        let open = |ext: &str| {
+            let p = dir.join(format!("{stem}.{ext}"));
+            match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&p) {
+                Ok(f) => Ok((f, p)),
+                Err(e) => Err(CacheError::Io(p, e)),
+            }
+        };
+        let (pack, pack_path) = open("pack")?;
+        let (index_file, index_path) = open("idx")?;
+        let index = {
+            // Headers are written under the lock, so two JVMs starting on an empty directory
+            // do not both write them.
+            let _lock = FileLock::exclusive(&index_file, &index_path)?;
+            check_header(&pack, &pack_path, PACK_MAGIC)?;
+            check_header(&index_file, &index_path, INDEX_MAGIC)?
+        };
+        let files = Files {
+            dir: dir.to_path_buf(),
+            pack,
+            pack_path,
+            index_file,
+            index_path,
+            entries_at_start: index.len() as u64,
+            index: RwLock::new(index),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            unusable: AtomicU64::new(0),
+            stored: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+        };
+        Ok(ClassCache { files: Arc::new(files), alloc_sites, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
+    }
+
+    /// Gives `reg` the class `class` would become, served from the cache when it holds the class
+    /// and rewritten (and kept for the cache) when not; `output` gets the class's bytes as the
+    /// rewriter's output does (`rewrite::rewrite_class_with`). A registry unlike the cache's
+    /// (allocation sites, the direct rewrite) is served by the rewriter alone.
+    pub fn serve<O>(
+        &self,
+        class: &[u8],
+        reg: &mut dyn SiteRegistry,
+        output: impl FnOnce(&[&[u8]]) -> O,
+    ) -> Result<(Option<O>, ClassReport), RewriteError> {
+        if reg.alloc_sites() != self.alloc_sites || !reg.direct_rewrite() {
+            let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
+            return Ok((o, stats.into()));
+        }
+        let f = &*self.files;
+        let hash = xxh3_128(class);
+        let entry = f.index.read().unwrap_or_else(|e| e.into_inner()).get(&hash).copied();
+        let mut output = Some(output);
+        if let Some(entry) = entry {
+            let served = READ_BUF.with(|b| {
+                let mut buf = b.take();
+                let r = f.read(entry, &mut buf).and_then(|()| Record::decode(&mut buf, hash, class.len())?.serve(reg, &mut output));
+                b.replace(buf);
+                r
+            });
+            if let Some(r) = served {
+                f.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(r);
+            }
+            f.unusable.fetch_add(1, Ordering::Relaxed);
+            // Not served means no registry call was made: the rewriter starts afresh.
+        }
+        let Some(output) = output else { return Err(RewriteError::Malformed("class cache record")) };
+        let rel = Relocatable::rewrite(class, reg)?;
+        let record = encode(hash, class.len(), &rel);
+        let Relocatable { bytes, stats, calls, slots } = rel;
+        let calls: Vec<CallRef<'_>> = calls.iter().map(Call::as_ref).collect();
+        let out = match bytes {
+            None => {
+                replay_calls(&calls, &[], &mut [], reg);
+                None
+            }
+            Some(mut b) => {
+                if !replay_calls(&calls, &slots, &mut b, reg) {
+                    // Cannot happen for a record just made; the rewriter then does it all.
+                    let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
+                    return Ok((o, stats.into()));
+                }
+                Some(output(&[&b]))
+            }
+        };
+        f.misses.fetch_add(1, Ordering::Relaxed);
+        crate::diag!(Debug, "class cache: {} rewritten and kept ({} bytes)", stats.class_name, record.len());
+        self.keep(hash, record);
+        Ok((out, stats.into()))
+    }
+
+    /// Queues a record, and hands the queue to the writer thread when it is full.
+    fn keep(&self, hash: u128, record: Vec<u8>) {
+        let full = {
+            let mut p = lock(&self.pending);
+            p.1 += record.len();
+            p.0.push((hash, record));
+            (p.1 >= FLUSH_AT).then(|| std::mem::take(&mut *p).0)
+        };
+        let Some(batch) = full else { return };
+        let mut w = lock(&self.writer);
+        if w.is_none() {
+            let (tx, rx) = mpsc::channel::<Batch>();
+            let files = self.files.clone();
+            let spawned = std::thread::Builder::new().name("lucce-class-cache".into()).spawn(move || {
+                for batch in rx {
+                    files.store(&batch);
+                }
+            });
+            match spawned {
+                Ok(thread) => *w = Some((tx, thread)),
+                Err(e) => crate::diag!(Warn, "class cache: no writer thread ({e}); writing at exit"),
+            }
+        }
+        let unsent = match &*w {
+            Some((tx, _)) => tx.send(batch).err().map(|e| e.0),
+            None => Some(batch),
+        };
+        if let Some(batch) = unsent {
+            // No thread: back in the queue, for the flush.
+            let mut p = lock(&self.pending);
+            p.1 += batch.iter().map(|(_, r)| r.len()).sum::<usize>();
+            p.0.extend(batch);
+        }
+    }
+
+    /// Writes every waiting record and waits for the writer thread; the records are then served
+    /// in this run too. Called at VMDeath.
+    pub fn flush(&self) {
+        let rest = std::mem::take(&mut *lock(&self.pending)).0;
+        if let Some((tx, thread)) = lock(&self.writer).take() {
+            drop(tx);
+            let _ = thread.join();
+        }
+        self.files.store(&rest);
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let f = &*self.files;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CacheStats {
+            dir: f.dir.display().to_string(),
+            entries_at_start: f.entries_at_start,
+            hits: get(&f.hits),
+            misses: get(&f.misses),
+            unusable: get(&f.unusable),
+            stored: get(&f.stored),
+            dropped: get(&f.dropped),
+            bytes_written: get(&f.bytes_written),
+        }
+    }
+}
+
+impl Files {
+    /// Reads a record into `buf`; None when it cannot be read or its check fails.
+    fn read(&self, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
+        buf.resize(entry.len as usize, 0);
+        self.pack.read_exact_at(buf, entry.offset).ok()?;
+        (xxh3_64(buf) as u32 == entry.check).then_some(())
+    }
+
+    /// Appends `batch` to the files and the index; counts what it could not write.
+    fn store(&self, batch: &Batch) {
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len() as u64;
+        match self.append(batch) {
+            Ok(Some((entries, bytes))) => {
+                self.index.write().unwrap_or_else(|e| e.into_inner()).extend(entries);
+                self.stored.fetch_add(n, Ordering::Relaxed);
+                self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+            }
+            Ok(None) => {
+                crate::diag!(Info, "class cache {}: the pack is full ({MAX_PACK} bytes); {n} classes not kept", self.dir.display());
+                self.dropped.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(e) => {
+                crate::diag!(Warn, "class cache: {e}; {n} classes not kept");
+                self.dropped.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The new index entries and the bytes written; None when the pack is full.
+    #[allow(clippy::type_complexity)]
+    fn append(&self, batch: &Batch) -> Result<Option<(Vec<(u128, Entry)>, u64)>, CacheError> {
+        let (pack_path, index_path) = (&self.pack_path, &self.index_path);
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |e| CacheError::Io(p, e)
+        };
+        let mut records = Vec::with_capacity(batch.iter().map(|(_, r)| r.len()).sum());
+        for (_, r) in batch {
+            records.extend_from_slice(r);
+        }
+        let _lock = FileLock::exclusive(&self.index_file, index_path)?;
+        let pack_end = self.pack.metadata().map_err(io(pack_path))?.len();
+        if pack_end + records.len() as u64 > MAX_PACK {
+            return Ok(None);
+        }
+        // An entry cut short (a writer killed mid-append) is cut off.
+        let index_len = self.index_file.metadata().map_err(io(index_path))?.len();
+        let index_end = HEADER_LEN + (index_len - HEADER_LEN) / ENTRY_LEN as u64 * ENTRY_LEN as u64;
+        // The records first: an index entry never points at bytes not yet written.
+        self.pack.write_all_at(&records, pack_end).map_err(io(pack_path))?;
+        let mut entries = Vec::with_capacity(batch.len());
+        let mut raw = Vec::with_capacity(batch.len() * ENTRY_LEN);
+        let mut offset = pack_end;
+        for (hash, record) in batch {
+            let e = Entry { offset, len: record.len() as u32, check: xxh3_64(record) as u32 };
+            offset += record.len() as u64;
+            raw.extend_from_slice(&hash.to_le_bytes());
+            raw.extend_from_slice(&e.offset.to_le_bytes());
+            raw.extend_from_slice(&e.len.to_le_bytes());
+            raw.extend_from_slice(&e.check.to_le_bytes());
+            entries.push((*hash, e));
+        }
+        self.index_file.set_len(index_end).map_err(io(index_path))?;
+        self.index_file.write_all_at(&raw, index_end).map_err(io(index_path))?;
+        Ok(Some((entries, records.len() as u64)))
+    }
+}
+
+/// Checks (or, in an empty file, writes) the header; returns the index entries after it when
+/// `magic` is the index's.
+fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<FxHashMap<u128, Entry>, CacheError> {
+    let io = |e| CacheError::Io(path.to_path_buf(), e);
+    let len = f.metadata().map_err(io)?.len();
+    if len == 0 {
+        let mut h = [0u8; HEADER_LEN as usize];
+        h[..8].copy_from_slice(magic);
+        h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        f.write_all_at(&h, 0).map_err(io)?;
+        return Ok(FxHashMap::default());
+    }
+    let mut h = [0u8; HEADER_LEN as usize];
+    if len < HEADER_LEN || f.read_exact_at(&mut h, 0).is_err() || &h[..8] != magic {
+        return Err(CacheError::NotACache(path.to_path_buf()));
+    }
+    let found = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    if found != FORMAT_VERSION {
+        return Err(CacheError::Version { path: path.to_path_buf(), found });
+    }
+    let mut index = FxHashMap::default();
+    if magic == INDEX_MAGIC {
+        let mut raw = vec![0u8; (len - HEADER_LEN) as usize];
+        f.read_exact_at(&mut raw, HEADER_LEN).map_err(io)?;
+        for e in raw.chunks_exact(ENTRY_LEN) {
+            let mut r = Reader(e);
+            let (Some(hash), Some(offset), Some(len), Some(check)) = (r.u128(), r.u64(), r.u32(), r.u32()) else { continue };
+            // A later entry for the same class (rewritten after its record proved unusable) wins.
+            index.insert(hash, Entry { offset, len, check });
+        }
+    }
+    Ok(index)
+}
+
+/// An exclusive `flock`, released on drop.
+struct FileLock<'a>(&'a File);
+
+impl<'a> FileLock<'a> {
+    fn exclusive(f: &'a File, path: &Path) -> Result<Self, CacheError> {
+        for _ in 0..LOCK_TRIES {
+            // SAFETY: flock on a descriptor `f` owns; it touches no memory.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(FileLock(f));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) && e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(CacheError::Io(path.to_path_buf(), e));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Err(CacheError::Locked(path.to_path_buf()))
+    }
+}
+
+impl Drop for FileLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in `exclusive`.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+// A record, little-endian:
+//   hash u128, class length u32, rewritten length u32 (u32::MAX: unchanged), rewritten bytes,
+//   string table length u32, string table (UTF-8),
+//   class name, methods with code u32, rewritten u32, skipped u32 × (method, reason),
+//   calls u32 × (tag u8, fields), slots u32 × (call u32, offset u32).
+// A string is its offset in the table (u32; u32::MAX for none) and length (u16): the table is
+// checked as UTF-8 once per record, and the class's name and source file are there once. The
+// rewritten bytes come first so that they can be patched in place while the strings after them
+// are borrowed.
+
+const NO_BYTES: u32 = u32::MAX;
+const NO_STRING: u32 = u32::MAX;
+const TAG_METHOD: u8 = 0;
+const TAG_SITE: u8 = 1;
+const TAG_RESERVE: u8 = 2;
+
+/// Builds a record's string table and its references.
+#[derive(Default)]
+struct Strings<'a> {
+    table: String,
+    seen: FxHashMap<&'a str, u32>,
+}
+
+impl<'a> Strings<'a> {
+    fn put(&mut self, out: &mut Vec<u8>, s: Option<&'a str>) {
+        let Some(s) = s else {
+            out.extend_from_slice(&NO_STRING.to_le_bytes());
+            out.extend_from_slice(&0u16.to_le_bytes());
+            return;
+        };
+        // Names from a class file fit a u2 length as modified UTF-8; as UTF-8 they are no longer.
+        let mut end = s.len().min(u16::MAX as usize);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let s = &s[..end];
+        let at = *self.seen.entry(s).or_insert_with(|| {
+            self.table.push_str(s);
+            (self.table.len() - s.len()) as u32
+        });
+        out.extend_from_slice(&at.to_le_bytes());
+        out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+    }
+}
+
+fn encode(hash: u128, class_len: usize, r: &Relocatable) -> Vec<u8> {
+    let u32_ = |out: &mut Vec<u8>, v: u32| out.extend_from_slice(&v.to_le_bytes());
+    let reasons: Vec<String> = r.stats.skipped.iter().map(|(_, reason)| format!("{reason:?}")).collect();
+    let mut strings = Strings::default();
+    // Everything after the string table, which is written before it.
+    let mut body = Vec::new();
+    strings.put(&mut body, Some(&r.stats.class_name));
+    u32_(&mut body, r.stats.methods_with_code);
+    u32_(&mut body, r.stats.methods_rewritten);
+    u32_(&mut body, r.stats.skipped.len() as u32);
+    for ((m, _), reason) in r.stats.skipped.iter().zip(&reasons) {
+        strings.put(&mut body, Some(m));
+        strings.put(&mut body, Some(reason));
+    }
+    u32_(&mut body, r.calls.len() as u32);
+    for c in &r.calls {
+        match c {
+            Call::Method(m) => {
+                body.push(TAG_METHOD);
+                strings.put(&mut body, Some(&m.class));
+                strings.put(&mut body, Some(&m.name));
+                strings.put(&mut body, Some(&m.descriptor));
+                strings.put(&mut body, m.source_file.as_deref());
+                body.extend_from_slice(&m.access_flags.to_le_bytes());
+                body.push(m.leaf as u8);
+            }
+            Call::Site { method, site } => {
+                body.push(TAG_SITE);
+                u32_(&mut body, *method);
+                body.push(matches!(site.kind, SiteKind::Alloc) as u8);
+                u32_(&mut body, site.bci);
+                body.extend_from_slice(&site.line.to_le_bytes());
+                body.push(site.api as u8);
+                body.extend_from_slice(&site.target.to_le_bytes());
+            }
+            Call::Reserve(n) => {
+                body.push(TAG_RESERVE);
+                u32_(&mut body, *n);
+            }
+        }
+    }
+    u32_(&mut body, r.slots.len() as u32);
+    for &(k, at) in &r.slots {
+        u32_(&mut body, k);
+        u32_(&mut body, at);
+    }
+    let class = r.bytes.as_deref().unwrap_or_default();
+    let mut out = Vec::with_capacity(28 + class.len() + strings.table.len() + body.len());
+    out.extend_from_slice(&hash.to_le_bytes());
+    u32_(&mut out, class_len as u32);
+    u32_(&mut out, if r.bytes.is_some() { class.len() as u32 } else { NO_BYTES });
+    out.extend_from_slice(class);
+    u32_(&mut out, strings.table.len() as u32);
+    out.extend_from_slice(strings.table.as_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// A record read back: the rewritten class (its placeholders still in) and what it takes to
+/// give it a run's ids.
+struct Record<'a> {
+    class: Option<&'a mut [u8]>,
+    report: ClassReport,
+    calls: Vec<CallRef<'a>>,
+    slots: Vec<(u32, u32)>,
+}
+
+/// Reads fields off the front of a slice.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.array().map(u16::from_le_bytes)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.array().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.array().map(u64::from_le_bytes)
+    }
+    fn u128(&mut self) -> Option<u128> {
+        self.array().map(u128::from_le_bytes)
+    }
+    fn bool(&mut self) -> Option<bool> {
+        match self.u8()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+    /// A string of `table`: Some(None) for none.
+    fn string(&mut self, table: &'a str) -> Option<Option<&'a str>> {
+        let (at, len) = (self.u32()?, self.u16()?);
+        if at == NO_STRING {
+            return Some(None);
+        }
+        table.get(at as usize..at as usize + len as usize).map(Some)
+    }
+    fn str(&mut self, table: &'a str) -> Option<&'a str> {
+        self.string(table)?
+    }
+}
+
+impl<'a> Record<'a> {
+    /// None when the record is not that of a class with this hash and length, or is malformed.
+    fn decode(buf: &'a mut [u8], hash: u128, class_len: usize) -> Option<Record<'a>> {
+        let (head, rest) = buf.split_at_mut_checked(24)?;
+        let mut h = Reader(head);
+        if h.u128()? != hash || h.u32()? as usize != class_len {
+            return None;
+        }
+        let (class, rest) = match h.u32()? {
+            NO_BYTES => (None, &*rest),
+            n => {
+                let (class, rest) = rest.split_at_mut_checked(n as usize)?;
+                (Some(class), &*rest)
+            }
+        };
+        let mut r = Reader(rest);
+        let n = r.u32()? as usize;
+        let table = std::str::from_utf8(r.take(n)?).ok()?;
+        let mut report = ClassReport {
+            class_name: r.str(table)?.to_string(),
+            methods_with_code: r.u32()?,
+            methods_rewritten: r.u32()?,
+            skipped: Vec::new(),
+        };
+        for _ in 0..r.u32()? {
+            report.skipped.push((r.str(table)?.to_string(), r.str(table)?.to_string()));
+        }
+        let n = r.u32()? as usize;
+        // Each call takes at least 5 bytes: a count larger than the record is malformed.
+        let mut calls = Vec::with_capacity(n.min(r.0.len() / 5));
+        for _ in 0..n {
+            calls.push(match r.u8()? {
+                TAG_METHOD => CallRef::Method(MethodInfo {
+                    class: r.str(table)?,
+                    name: r.str(table)?,
+                    descriptor: r.str(table)?,
+                    source_file: r.string(table)?,
+                    access_flags: r.u16()?,
+                    leaf: r.bool()?,
+                }),
+                TAG_SITE => {
+                    let method = r.u32()?;
+                    let kind = if r.bool()? { SiteKind::Alloc } else { SiteKind::Call };
+                    let (bci, line, api, target) = (r.u32()?, r.u32()? as i32, r.bool()?, r.u64()?);
+                    CallRef::Site { method, site: SiteInfo { kind, bci, line, api, target } }
+                }
+                TAG_RESERVE => CallRef::Reserve(r.u32()?),
+                _ => return None,
+            });
+        }
+        let n = r.u32()? as usize;
+        let mut slots = Vec::with_capacity(n.min(r.0.len() / 8));
+        for _ in 0..n {
+            slots.push((r.u32()?, r.u32()?));
+        }
+        r.0.is_empty().then_some(Record { class, report, calls, slots })
+    }
+
+    /// Replays the record on `reg` and hands the class to `output` (which it takes only then);
+    /// None, and no registry call made, when the record does not hold together.
+    fn serve<O, F: FnOnce(&[&[u8]]) -> O>(self, reg: &mut dyn SiteRegistry, output: &mut Option<F>) -> Option<(Option<O>, ClassReport)> {
+        let Record { class, report, calls, slots } = self;
+        match class {
+            None => replay_calls(&calls, &slots, &mut [], reg).then_some((None, report)),
+            Some(class) => {
+                if !replay_calls(&calls, &slots, class, reg) {
+                    return None;
+                }
+                let output = output.take()?;
+                Some((Some(output(&[class])), report))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rewrite::relocate::OwnedMethodInfo;
+    use crate::rewrite::SkipReason;
+
+    /// Gives ids from 100 in call order and keeps the method names it was given.
+    #[derive(Default)]
+    struct Ids(u32, Vec<String>);
+
+    impl SiteRegistry for Ids {
+        fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
+            self.1.push(format!("{}.{}{} {:?}", m.class, m.name, m.descriptor, m.source_file));
+            self.0 += 1;
+            99 + self.0
+        }
+        fn site(&mut self, _method_id: u32, _site: &SiteInfo) -> u32 {
+            self.0 += 1;
+            99 + self.0
+        }
+    }
+
+    fn sample() -> Relocatable {
+        let method = |name: &str, source: Option<&str>| {
+            Call::Method(OwnedMethodInfo {
+                class: "p/Ç".into(),
+                name: name.into(),
+                descriptor: "()V".into(),
+                source_file: source.map(Into::into),
+                access_flags: 9,
+                leaf: false,
+            })
+        };
+        let site = SiteInfo { kind: SiteKind::Alloc, bci: 7, line: -1, api: true, target: 0xfeed };
+        Relocatable {
+            bytes: Some((0u8..40).collect()),
+            stats: ClassStats {
+                class_name: "p/Ç".into(),
+                methods_with_code: 3,
+                methods_rewritten: 2,
+                skipped: vec![("finalize()V".into(), SkipReason::EmptyFinalizer)],
+                ..ClassStats::default()
+            },
+            calls: vec![method("a", Some("Ç.java")), Call::Reserve(1), Call::Site { method: 0, site }, method("b", None)],
+            slots: vec![(0, 4), (2, 10), (3, 36)],
+        }
+    }
+
+    #[test]
+    fn records_read_back_as_written() {
+        let r = sample();
+        let mut record = encode(7, 1234, &r);
+        let mut copy = record.clone();
+        let rec = Record::decode(&mut copy, 7, 1234).expect("decodes");
+        assert_eq!(rec.report.class_name, "p/Ç");
+        assert_eq!((rec.report.methods_with_code, rec.report.methods_rewritten), (3, 2));
+        assert_eq!(rec.report.skipped, vec![("finalize()V".to_string(), "EmptyFinalizer".to_string())]);
+        assert_eq!(rec.slots, r.slots);
+        assert!(matches!(rec.calls[2], CallRef::Site { method: 0, site } if site == SiteInfo { kind: SiteKind::Alloc, bci: 7, line: -1, api: true, target: 0xfeed }));
+        // Served: the registry gets the calls, the placeholders its ids.
+        let mut ids = Ids::default();
+        let (out, _) = rec.serve(&mut ids, &mut Some(|parts: &[&[u8]]| parts.concat())).expect("served");
+        let mut want: Vec<u8> = (0u8..40).collect();
+        for (at, id) in [(4, 100u32), (10, 101), (36, 102)] {
+            want[at..at + 4].copy_from_slice(&id.to_be_bytes());
+        }
+        assert_eq!(out, Some(want));
+        assert_eq!(ids.1, vec!["p/Ç.a()V Some(\"Ç.java\")", "p/Ç.b()V None"]);
+        // Another class's hash or length: not this record.
+        assert!(Record::decode(&mut record.clone(), 8, 1234).is_none());
+        assert!(Record::decode(&mut record.clone(), 7, 1235).is_none());
+        // Every cut is refused, and no changed byte makes the decoder panic.
+        for cut in 0..record.len() {
+            assert!(Record::decode(&mut record[..cut].to_vec(), 7, 1234).is_none(), "cut at {cut}");
+        }
+        for at in 0..record.len() {
+            record[at] ^= 0xa5;
+            if let Some(rec) = Record::decode(&mut record.clone(), 7, 1234) {
+                let _ = rec.serve(&mut Ids::default(), &mut Some(|parts: &[&[u8]]| parts.concat()));
+            }
+            record[at] ^= 0xa5;
+        }
+    }
+
+    #[test]
+    fn an_unchanged_class_has_no_bytes() {
+        let r = Relocatable { bytes: None, slots: Vec::new(), ..sample() };
+        let mut record = encode(1, 2, &r);
+        let rec = Record::decode(&mut record, 1, 2).expect("decodes");
+        assert!(rec.class.is_none());
+        let mut ids = Ids::default();
+        let (out, report) = rec.serve(&mut ids, &mut Some(|parts: &[&[u8]]| parts.concat())).expect("served");
+        assert_eq!((out, report.methods_with_code, ids.0), (None, 3, 3));
+    }
+}

@@ -1,0 +1,219 @@
+//! The class cache on real classes (a slice of the running JDK's, extracted with `jimage`): what
+//! it serves equals what the rewriter makes, and damaged or foreign files are refused or passed
+//! over, never served.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod rewrite_common;
+
+use lucce_agent::class_cache::{CacheError, CacheStats, ClassCache, FORMAT_VERSION};
+use lucce_agent::rewrite::rewrite_class;
+use rewrite_common::Recorder;
+
+/// Ids from here on: the rewriter pushes every id from a constant of its own, as a class served
+/// from the cache does, so the two give the same bytes.
+const ID_BASE: u32 = 1 << 20;
+
+fn java_home() -> PathBuf {
+    if let Ok(h) = std::env::var("JAVA_HOME") {
+        return PathBuf::from(h);
+    }
+    let javac = std::fs::canonicalize(rewrite_common::javac()).unwrap();
+    javac.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// The classes of `java.util.concurrent` (a few hundred, of every shape).
+fn jdk_classes() -> Vec<Vec<u8>> {
+    let home = java_home();
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new(home.join("bin/jimage"))
+        .arg("extract")
+        .arg("--dir")
+        .arg(dir.path())
+        .args(["--include", "regex:/java.base/java/util/concurrent/.*"])
+        .arg(home.join("lib/modules"))
+        .status()
+        .expect("run jimage");
+    assert!(st.success());
+    let mut files = Vec::new();
+    rewrite_common::class_files(dir.path(), &mut files);
+    files.sort();
+    let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    assert!(classes.len() > 200, "only {} classes", classes.len());
+    classes
+}
+
+/// What a run gets for each class: its bytes (None: left unchanged) and the registry's calls.
+#[derive(Debug, PartialEq)]
+struct Run {
+    outputs: Vec<Option<Vec<u8>>>,
+    methods: Vec<(String, String, String)>,
+    sites: Vec<(u32, lucce_agent::rewrite::SiteKind, u32, i32)>,
+}
+
+fn direct(classes: &[Vec<u8>]) -> Run {
+    let mut reg = Recorder { id_base: ID_BASE, ..Default::default() };
+    let outputs = classes.iter().map(|c| rewrite_class(c, &mut reg).unwrap().bytes).collect();
+    Run { outputs, methods: reg.methods, sites: reg.sites }
+}
+
+/// Serves every class through `cache` (into one registry, as a run does).
+fn served(cache: &ClassCache, classes: &[Vec<u8>]) -> Run {
+    let mut reg = Recorder { id_base: ID_BASE, ..Default::default() };
+    let outputs = classes.iter().map(|c| cache.serve(c, &mut reg, |parts| parts.concat()).unwrap().0).collect();
+    Run { outputs, methods: reg.methods, sites: reg.sites }
+}
+
+fn open(dir: &Path) -> ClassCache {
+    ClassCache::open(dir, true).unwrap_or_else(|e| panic!("open: {e}"))
+}
+
+fn counts(s: &CacheStats) -> (u64, u64, u64) {
+    (s.hits, s.misses, s.unusable)
+}
+
+/// The cache's two files in `dir`: (pack, index).
+fn files(dir: &Path) -> (PathBuf, PathBuf) {
+    let mut pack = None;
+    let mut index = None;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("pack") => pack = Some(p),
+            Some("idx") => index = Some(p),
+            _ => panic!("unexpected file {}", p.display()),
+        }
+    }
+    (pack.expect("pack file"), index.expect("index file"))
+}
+
+/// Fills a cache with `classes`, checking the first run against the rewriter.
+fn filled(classes: &[Vec<u8>], want: &Run) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path());
+    assert!(served(&cache, classes) == *want, "classes rewritten for the cache differ from the rewriter's");
+    cache.flush();
+    let s = cache.stats();
+    assert_eq!(counts(&s), (0, classes.len() as u64, 0));
+    assert_eq!((s.stored, s.dropped), (classes.len() as u64, 0));
+    dir
+}
+
+#[test]
+fn served_classes_equal_the_rewriters() {
+    let classes = jdk_classes();
+    let want = direct(&classes);
+    let dir = filled(&classes, &want);
+    // A later run serves every class, with the same bytes and registry calls.
+    let cache = open(dir.path());
+    assert_eq!(cache.stats().entries_at_start, classes.len() as u64);
+    assert!(served(&cache, &classes) == want, "served classes differ from the rewriter's");
+    assert_eq!(counts(&cache.stats()), (classes.len() as u64, 0, 0));
+    // Flushing with nothing new writes nothing.
+    cache.flush();
+    assert_eq!(cache.stats().stored, 0);
+}
+
+#[test]
+fn damaged_records_are_rewritten_not_served() {
+    let classes = jdk_classes();
+    let want = direct(&classes);
+    let n = classes.len() as u64;
+    let dir = filled(&classes, &want);
+    let (pack, index) = files(dir.path());
+
+    // One byte changed in the middle of the pack: that class is rewritten, the others served.
+    let mut bytes = std::fs::read(&pack).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&pack, &bytes).unwrap();
+    let cache = open(dir.path());
+    assert!(served(&cache, &classes) == want);
+    assert_eq!(counts(&cache.stats()), (n - 1, 1, 1));
+    // The rewritten class is kept again, and the new record wins from then on.
+    cache.flush();
+    drop(cache);
+    let cache = open(dir.path());
+    assert!(served(&cache, &classes) == want);
+    assert_eq!(counts(&cache.stats()), (n, 0, 0));
+    drop(cache);
+
+    // The pack cut in half (a disk that lost the end): the classes past the cut are rewritten.
+    let len = std::fs::metadata(&pack).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&pack).unwrap().set_len(len / 2).unwrap();
+    let cache = open(dir.path());
+    assert!(served(&cache, &classes) == want);
+    let s = cache.stats();
+    assert!(s.unusable > 0 && s.hits > 0, "{s:?}");
+    assert_eq!((s.hits + s.misses, s.misses), (n, s.unusable));
+    drop(cache);
+
+    // An index entry cut short (a JVM killed while appending) is ignored, and cut off by the
+    // next writer before it appends.
+    let len = std::fs::metadata(&index).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&index).unwrap().set_len(len - 5).unwrap();
+    let cache = open(dir.path());
+    assert!(served(&cache, &classes) == want);
+    cache.flush();
+    drop(cache);
+    assert_eq!((std::fs::metadata(&index).unwrap().len() - 16) % 32, 0, "index entries are 32 bytes");
+    let cache = open(dir.path());
+    assert!(served(&cache, &classes) == want);
+    assert_eq!(counts(&cache.stats()), (n, 0, 0));
+}
+
+#[test]
+fn foreign_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let (pack, index) = files(dir.path());
+    // Another format version: refused, with both versions named.
+    let mut header = std::fs::read(&index).unwrap();
+    header[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    std::fs::write(&index, &header).unwrap();
+    match ClassCache::open(dir.path(), true) {
+        Err(e @ CacheError::Version { found, .. }) => {
+            assert_eq!(found, FORMAT_VERSION + 1);
+            let text = e.to_string();
+            assert!(text.contains(&format!("version {}", FORMAT_VERSION + 1)) && text.contains(&format!("reads version {FORMAT_VERSION}")), "{text}");
+        }
+        other => panic!("expected a version error, got {:?}", other.err()),
+    }
+    // Not a cache file at all: refused, and left as it was.
+    std::fs::write(&pack, b"some other file").unwrap();
+    assert!(matches!(ClassCache::open(dir.path(), true), Err(CacheError::NotACache(p)) if p == pack));
+    assert_eq!(std::fs::read(&pack).unwrap(), b"some other file");
+    // A directory that cannot be made.
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"").unwrap();
+    assert!(matches!(ClassCache::open(&file.join("cache"), true), Err(CacheError::Io(..))));
+}
+
+#[test]
+fn jvms_sharing_a_directory_keep_both_their_classes() {
+    let classes = jdk_classes();
+    let want = direct(&classes);
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = classes.split_at(classes.len() / 2);
+    // Both open before either writes, as two JVMs starting together do.
+    let a = open(dir.path());
+    let b = open(dir.path());
+    served(&a, first);
+    served(&b, second);
+    b.flush();
+    a.flush();
+    let cache = open(dir.path());
+    assert_eq!(cache.stats().entries_at_start, classes.len() as u64);
+    assert!(served(&cache, &classes) == want);
+    assert_eq!(counts(&cache.stats()), (classes.len() as u64, 0, 0));
+}
+
+#[test]
+fn the_mode_names_the_files() {
+    // Record mode has no allocation probes: its classes are another cache's.
+    let classes = jdk_classes();
+    let dir = filled(&classes, &direct(&classes));
+    let other = ClassCache::open(dir.path(), false).unwrap();
+    assert_eq!(other.stats().entries_at_start, 0);
+}
