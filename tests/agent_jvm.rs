@@ -265,16 +265,16 @@ fn class_cache_serves_a_second_run_with_the_same_counts() {
     let cache = tempfile::tempdir().unwrap();
     let opts = format!(",cache={}", cache.path().display());
     let first = &check_entry_counts(&opts)["class_cache"];
-    let named = first["misses"].as_u64().unwrap();
-    assert!(named > 300 && first["hits"] == 0 && first["stored"] == named, "first run: {first}");
-    // The named classes from the cache (the JDK's, loaded before VMInit and retransformed,
-    // included: the JVM rebuilds their bytes in the same method order every run), and the same
-    // counts: the replayed ids are the ones the probes bump. A rebuilt class may still differ
-    // now and then: the constants HotSpot adds for its overpass methods (`java.util.NavigableMap`
-    // once in three runs) come in an order that varies.
+    let kept = first["misses"].as_u64().unwrap();
+    assert!(kept > 300 && first["hits"] == 0 && first["stored"] == kept, "first run: {first}");
+    // The classes from the cache (the JDK's loaded before VMInit and retransformed included: the
+    // JVM rebuilds their bytes in the same method order every run; and the lambda's hidden
+    // proxy), and the same counts: the replayed ids are the ones the probes bump. A rebuilt
+    // class may still differ now and then: the constants HotSpot adds for its overpass methods
+    // (`java.util.NavigableMap` once in three runs) come in an order that varies.
     let second = &check_entry_counts(&opts)["class_cache"];
     let (hits, misses) = (second["hits"].as_u64().unwrap(), second["misses"].as_u64().unwrap());
-    assert!(hits + misses == named && misses <= 3 && second["unusable"] == 0, "second run: {second}");
+    assert!(hits + misses == kept && misses <= 3 && second["unusable"] == 0, "second run: {second}");
 }
 
 #[test]

@@ -166,6 +166,10 @@ impl ClassCache {
             check_header(&pack, &pack_path, PACK_MAGIC)?;
             check_header(&index_file, &index_path, INDEX_MAGIC)?
         };
+        // Used now: not stale for another build's JVM (`remove_stale`) for a week.
+        let now = std::time::SystemTime::now();
+        let _ = (pack.set_modified(now), index_file.set_modified(now));
+        remove_stale(dir, &stem);
         let files = Files {
             dir: dir.to_path_buf(),
             pack,
@@ -371,6 +375,29 @@ impl Files {
         self.index_file.set_len(index_end).map_err(io(index_path))?;
         self.index_file.write_all_at(&raw, index_end).map_err(io(index_path))?;
         Ok(Some((entries, records.len() as u64)))
+    }
+}
+
+/// Files of other agent builds (or modes) that no JVM opened for this long are removed when a
+/// cache opens: a new build never reads an old build's records, and each build's files would
+/// stay forever.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// Removes the stale cache files in `dir` (those named `classes-*.pack` or `.idx` whose stem is
+/// not `ours`); leaves every other file alone, and any error unreported (it only costs space).
+fn remove_stale(dir: &Path, ours: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((stem, ext)) = name.rsplit_once('.') else { continue };
+        if !stem.starts_with("classes-") || !matches!(ext, "pack" | "idx") || stem == ours {
+            continue;
+        }
+        let old = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_AFTER));
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 

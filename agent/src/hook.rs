@@ -470,8 +470,9 @@ impl HookState<'_> {
                 // Unnamed: the filter still has to see the name; allocate only if it is kept.
                 None => Output::Held(parts.concat()),
             };
-            // Hidden classes' bytes differ from run to run (their names are numbered).
-            match self.cache.filter(|_| name.is_some() && arrival != Arrival::Hidden) {
+            // Hidden classes too: most recur byte for byte (lambda forms; lambda proxies, whose
+            // names are numbered, as long as the program makes its lambdas in the same order).
+            match self.cache {
                 Some(cache) => cache.serve(bytes, &mut registrar, output),
                 None => rewrite_class_with(bytes, &mut registrar, output).map(|(o, cs)| (o, ClassReport::from(cs))),
             }

@@ -210,6 +210,38 @@ fn jvms_sharing_a_directory_keep_both_their_classes() {
 }
 
 #[test]
+fn other_builds_files_go_once_a_week_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let week_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+    let put = |name: &str, old: bool| {
+        let p = dir.path().join(name);
+        let f = std::fs::File::create(&p).unwrap();
+        if old {
+            f.set_modified(week_ago).unwrap();
+        }
+        p
+    };
+    let stale = [put("classes-0123456789abcdef-a.pack", true), put("classes-0123456789abcdef-a.idx", true)];
+    let recent = put("classes-fedcba9876543210-n.pack", false);
+    let foreign = put("notes.pack", true);
+    drop(open(dir.path()));
+    assert!(stale.iter().all(|p| !p.exists()), "stale files of another build kept");
+    assert!(recent.exists() && foreign.exists(), "removed a recent file of another build, or a file not the cache's");
+    // Its own files (the ones with a header: the others above are empty), however old, stay.
+    let ours: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("classes-") && p.metadata().unwrap().len() >= 16)
+        .collect();
+    assert_eq!(ours.len(), 2, "{ours:?}");
+    for p in &ours {
+        std::fs::File::options().write(true).open(p).unwrap().set_modified(week_ago).unwrap();
+    }
+    drop(open(dir.path()));
+    assert!(ours.iter().all(|p| p.exists()));
+}
+
+#[test]
 fn the_mode_names_the_files() {
     // Record mode has no allocation probes: its classes are another cache's.
     let classes = jdk_classes();
