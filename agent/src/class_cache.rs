@@ -29,7 +29,7 @@ use serde::Serialize;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
 use crate::recorder::lock;
-use crate::rewrite::relocate::{replay_calls, Call, CallRef, Relocatable};
+use crate::rewrite::relocate::{assemble, replay_calls, Call, CallRef, Piece, Relocatable};
 use crate::rewrite::{ClassStats, MethodInfo, RewriteError, SiteInfo, SiteKind, SiteRegistry};
 
 const PACK_MAGIC: &[u8; 8] = b"LUCCECP\0";
@@ -209,7 +209,7 @@ impl ClassCache {
         if let Some(entry) = entry {
             let served = READ_BUF.with(|b| {
                 let mut buf = b.take();
-                let r = f.read(entry, &mut buf).and_then(|()| Record::decode(&mut buf, hash, class.len())?.serve(reg, &mut output));
+                let r = f.read(entry, &mut buf).and_then(|()| Record::decode(&mut buf, hash, class.len())?.serve(class, reg, &mut output));
                 b.replace(buf);
                 r
             });
@@ -223,22 +223,14 @@ impl ClassCache {
         let Some(output) = output else { return Err(RewriteError::Malformed("class cache record")) };
         let rel = Relocatable::rewrite(class, reg)?;
         let record = encode(hash, class.len(), &rel);
-        let Relocatable { bytes, stats, calls, slots } = rel;
+        let Relocatable { pieces, mut literal, stats, calls, slots } = rel;
         let calls: Vec<CallRef<'_>> = calls.iter().map(Call::as_ref).collect();
-        let out = match bytes {
-            None => {
-                replay_calls(&calls, &[], &mut [], reg);
-                None
-            }
-            Some(mut b) => {
-                if !replay_calls(&calls, &slots, &mut b, reg) {
-                    // Cannot happen for a record just made; the rewriter then does it all.
-                    let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
-                    return Ok((o, stats.into()));
-                }
-                Some(output(&[&b]))
-            }
-        };
+        if !replay_calls(&calls, &slots, &mut literal, reg) {
+            // Cannot happen for a record just made; the rewriter then does it all.
+            let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
+            return Ok((o, stats.into()));
+        }
+        let out = pieces.and_then(|p| assemble(class, &p, &literal)).map(|parts| output(&parts));
         f.misses.fetch_add(1, Ordering::Relaxed);
         crate::diag!(Debug, "class cache: {} rewritten and kept ({} bytes)", stats.class_name, record.len());
         self.keep(hash, record);
@@ -463,20 +455,26 @@ impl Drop for FileLock<'_> {
 }
 
 // A record, little-endian:
-//   hash u128, class length u32, rewritten length u32 (u32::MAX: unchanged), rewritten bytes,
-//   string table length u32, string table (UTF-8),
+//   hash u128, class length u32, literal length u32, literal (the rewritten class's new bytes),
+//   pieces u32 (u32::MAX: the class is unchanged) × (kind u8: 0 of the class, 1 of the literal;
+//   offset u32, length u32), string table length u32, string table (UTF-8),
 //   class name, methods with code u32, rewritten u32, skipped u32 × (method, reason),
-//   calls u32 × (tag u8, fields), slots u32 × (call u32, offset u32).
+//   calls u32 × (tag u8, fields), slots u32 × (call u32, offset in the literal u32).
 // A string is its offset in the table (u32; u32::MAX for none) and length (u16): the table is
 // checked as UTF-8 once per record, and the class's name and source file are there once. The
-// rewritten bytes come first so that they can be patched in place while the strings after them
-// are borrowed.
+// literal comes first so that it can be patched in place while the strings after it are
+// borrowed. The pieces of the class come from the class being loaded, whose hash and length
+// are the record's.
 
-const NO_BYTES: u32 = u32::MAX;
+const NO_PIECES: u32 = u32::MAX;
 const NO_STRING: u32 = u32::MAX;
 const TAG_METHOD: u8 = 0;
 const TAG_SITE: u8 = 1;
 const TAG_RESERVE: u8 = 2;
+/// A method call's fields: four strings, access flags, leaf.
+const METHOD_LEN: usize = 4 * 6 + 2 + 1;
+/// A site call's fields: method, kind, bci, line, API flag, target.
+const SITE_LEN: usize = 4 + 1 + 4 + 4 + 1 + 8;
 
 /// Builds a record's string table and its references.
 #[derive(Default)]
@@ -553,12 +551,22 @@ fn encode(hash: u128, class_len: usize, r: &Relocatable) -> Vec<u8> {
         u32_(&mut body, k);
         u32_(&mut body, at);
     }
-    let class = r.bytes.as_deref().unwrap_or_default();
-    let mut out = Vec::with_capacity(28 + class.len() + strings.table.len() + body.len());
+    let pieces = r.pieces.as_deref().unwrap_or_default();
+    let mut out = Vec::with_capacity(32 + r.literal.len() + 9 * pieces.len() + strings.table.len() + body.len());
     out.extend_from_slice(&hash.to_le_bytes());
     u32_(&mut out, class_len as u32);
-    u32_(&mut out, if r.bytes.is_some() { class.len() as u32 } else { NO_BYTES });
-    out.extend_from_slice(class);
+    u32_(&mut out, r.literal.len() as u32);
+    out.extend_from_slice(&r.literal);
+    u32_(&mut out, if r.pieces.is_some() { pieces.len() as u32 } else { NO_PIECES });
+    for &p in pieces {
+        let (kind, at, len) = match p {
+            Piece::Original { at, len } => (0, at, len),
+            Piece::Literal { at, len } => (1, at, len),
+        };
+        out.push(kind);
+        u32_(&mut out, at);
+        u32_(&mut out, len);
+    }
     u32_(&mut out, strings.table.len() as u32);
     out.extend_from_slice(strings.table.as_bytes());
     out.extend_from_slice(&body);
@@ -568,10 +576,25 @@ fn encode(hash: u128, class_len: usize, r: &Relocatable) -> Vec<u8> {
 /// A record read back: the rewritten class (its placeholders still in) and what it takes to
 /// give it a run's ids.
 struct Record<'a> {
-    class: Option<&'a mut [u8]>,
+    pieces: Option<Vec<Piece>>,
+    literal: &'a mut [u8],
     report: ClassReport,
     calls: Vec<CallRef<'a>>,
     slots: Vec<(u32, u32)>,
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+/// The string of `table` whose reference (offset u32, length u16) is at `i` in `b`: Some(None)
+/// for none, None when it lies outside the table or splits a character.
+fn table_str<'a>(table: &'a str, b: &[u8], i: usize) -> Option<Option<&'a str>> {
+    let (at, len) = (u32_at(b, i), u16::from_le_bytes([b[i + 4], b[i + 5]]));
+    if at == NO_STRING {
+        return Some(None);
+    }
+    table.get(at as usize..at as usize + len as usize).map(Some)
 }
 
 /// Reads fields off the front of a slice.
@@ -592,9 +615,6 @@ impl<'a> Reader<'a> {
     fn u8(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
     }
-    fn u16(&mut self) -> Option<u16> {
-        self.array().map(u16::from_le_bytes)
-    }
     fn u32(&mut self) -> Option<u32> {
         self.array().map(u32::from_le_bytes)
     }
@@ -604,23 +624,9 @@ impl<'a> Reader<'a> {
     fn u128(&mut self) -> Option<u128> {
         self.array().map(u128::from_le_bytes)
     }
-    fn bool(&mut self) -> Option<bool> {
-        match self.u8()? {
-            0 => Some(false),
-            1 => Some(true),
-            _ => None,
-        }
-    }
-    /// A string of `table`: Some(None) for none.
-    fn string(&mut self, table: &'a str) -> Option<Option<&'a str>> {
-        let (at, len) = (self.u32()?, self.u16()?);
-        if at == NO_STRING {
-            return Some(None);
-        }
-        table.get(at as usize..at as usize + len as usize).map(Some)
-    }
     fn str(&mut self, table: &'a str) -> Option<&'a str> {
-        self.string(table)?
+        let b: [u8; 6] = self.array()?;
+        table_str(table, &b, 0)?
     }
 }
 
@@ -632,14 +638,24 @@ impl<'a> Record<'a> {
         if h.u128()? != hash || h.u32()? as usize != class_len {
             return None;
         }
-        let (class, rest) = match h.u32()? {
-            NO_BYTES => (None, &*rest),
+        let (literal, rest) = rest.split_at_mut_checked(h.u32()? as usize)?;
+        let mut r = Reader(rest);
+        let pieces = match r.u32()? {
+            NO_PIECES => None,
             n => {
-                let (class, rest) = rest.split_at_mut_checked(n as usize)?;
-                (Some(class), &*rest)
+                let mut pieces = Vec::with_capacity((n as usize).min(r.0.len() / 9));
+                for _ in 0..n {
+                    let b: [u8; 9] = r.array()?;
+                    let (at, len) = (u32_at(&b, 1), u32_at(&b, 5));
+                    pieces.push(match b[0] {
+                        0 => Piece::Original { at, len },
+                        1 => Piece::Literal { at, len },
+                        _ => return None,
+                    });
+                }
+                Some(pieces)
             }
         };
-        let mut r = Reader(rest);
         let n = r.u32()? as usize;
         let table = std::str::from_utf8(r.take(n)?).ok()?;
         let mut report = ClassReport {
@@ -654,21 +670,37 @@ impl<'a> Record<'a> {
         let n = r.u32()? as usize;
         // Each call takes at least 5 bytes: a count larger than the record is malformed.
         let mut calls = Vec::with_capacity(n.min(r.0.len() / 5));
+        let string = |b: &[u8], i: usize| table_str(table, b, i);
+        let flag = |v: u8| match v {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        };
         for _ in 0..n {
+            // Each call's fields in one read (one bounds check), taken apart at fixed offsets.
             calls.push(match r.u8()? {
-                TAG_METHOD => CallRef::Method(MethodInfo {
-                    class: r.str(table)?,
-                    name: r.str(table)?,
-                    descriptor: r.str(table)?,
-                    source_file: r.string(table)?,
-                    access_flags: r.u16()?,
-                    leaf: r.bool()?,
-                }),
+                TAG_METHOD => {
+                    let b: [u8; METHOD_LEN] = r.array()?;
+                    CallRef::Method(MethodInfo {
+                        class: string(&b, 0)??,
+                        name: string(&b, 6)??,
+                        descriptor: string(&b, 12)??,
+                        source_file: string(&b, 18)?,
+                        access_flags: u16::from_le_bytes([b[24], b[25]]),
+                        leaf: flag(b[26])?,
+                    })
+                }
                 TAG_SITE => {
-                    let method = r.u32()?;
-                    let kind = if r.bool()? { SiteKind::Alloc } else { SiteKind::Call };
-                    let (bci, line, api, target) = (r.u32()?, r.u32()? as i32, r.bool()?, r.u64()?);
-                    CallRef::Site { method, site: SiteInfo { kind, bci, line, api, target } }
+                    let b: [u8; SITE_LEN] = r.array()?;
+                    let kind = if flag(b[4])? { SiteKind::Alloc } else { SiteKind::Call };
+                    let site = SiteInfo {
+                        kind,
+                        bci: u32_at(&b, 5),
+                        line: u32_at(&b, 9) as i32,
+                        api: flag(b[13])?,
+                        target: u64::from_le_bytes(b[14..22].try_into().ok()?),
+                    };
+                    CallRef::Site { method: u32_at(&b, 0), site }
                 }
                 TAG_RESERVE => CallRef::Reserve(r.u32()?),
                 _ => return None,
@@ -679,23 +711,24 @@ impl<'a> Record<'a> {
         for _ in 0..n {
             slots.push((r.u32()?, r.u32()?));
         }
-        r.0.is_empty().then_some(Record { class, report, calls, slots })
+        r.0.is_empty().then_some(Record { pieces, literal, report, calls, slots })
     }
 
-    /// Replays the record on `reg` and hands the class to `output` (which it takes only then);
-    /// None, and no registry call made, when the record does not hold together.
-    fn serve<O, F: FnOnce(&[&[u8]]) -> O>(self, reg: &mut dyn SiteRegistry, output: &mut Option<F>) -> Option<(Option<O>, ClassReport)> {
-        let Record { class, report, calls, slots } = self;
-        match class {
-            None => replay_calls(&calls, &slots, &mut [], reg).then_some((None, report)),
-            Some(class) => {
-                if !replay_calls(&calls, &slots, class, reg) {
-                    return None;
-                }
-                let output = output.take()?;
-                Some((Some(output(&[class])), report))
-            }
+    /// Replays the record on `reg` and hands the class, made of pieces of `class` (the class
+    /// being loaded) and of the record, to `output` (which it takes only then); None, and no
+    /// registry call made, when the record does not hold together.
+    fn serve<O, F: FnOnce(&[&[u8]]) -> O>(self, class: &[u8], reg: &mut dyn SiteRegistry, output: &mut Option<F>) -> Option<(Option<O>, ClassReport)> {
+        let Record { pieces, literal, report, calls, slots } = self;
+        if let Some(p) = &pieces {
+            assemble(class, p, literal)?;
         }
+        if !replay_calls(&calls, &slots, literal, reg) {
+            return None;
+        }
+        let Some(p) = pieces else { return Some((None, report)) };
+        let parts = assemble(class, &p, literal)?;
+        let output = output.take()?;
+        Some((Some(output(&parts)), report))
     }
 }
 
@@ -734,7 +767,8 @@ mod tests {
         };
         let site = SiteInfo { kind: SiteKind::Alloc, bci: 7, line: -1, api: true, target: 0xfeed };
         Relocatable {
-            bytes: Some((0u8..40).collect()),
+            pieces: Some(vec![Piece::Literal { at: 0, len: 30 }, Piece::Original { at: 2, len: 3 }, Piece::Literal { at: 30, len: 10 }]),
+            literal: (0u8..40).collect(),
             stats: ClassStats {
                 class_name: "p/Ç".into(),
                 methods_with_code: 3,
@@ -760,12 +794,19 @@ mod tests {
         assert!(matches!(rec.calls[2], CallRef::Site { method: 0, site } if site == SiteInfo { kind: SiteKind::Alloc, bci: 7, line: -1, api: true, target: 0xfeed }));
         // Served: the registry gets the calls, the placeholders its ids.
         let mut ids = Ids::default();
-        let (out, _) = rec.serve(&mut ids, &mut Some(|parts: &[&[u8]]| parts.concat())).expect("served");
+        let class = [50u8, 51, 52, 53, 54, 55];
+        let (out, _) = rec.serve(&class, &mut ids, &mut Some(|parts: &[&[u8]]| parts.concat())).expect("served");
         let mut want: Vec<u8> = (0u8..40).collect();
         for (at, id) in [(4, 100u32), (10, 101), (36, 102)] {
             want[at..at + 4].copy_from_slice(&id.to_be_bytes());
         }
+        want.splice(30..30, [52, 53, 54]);
         assert_eq!(out, Some(want));
+        // A piece past the end of the class being loaded: refused before any registry call.
+        let mut copy = record.clone();
+        let mut none = Ids::default();
+        assert!(Record::decode(&mut copy, 7, 1234).unwrap().serve(&class[..4], &mut none, &mut Some(|p: &[&[u8]]| p.concat())).is_none());
+        assert_eq!(none.0, 0);
         assert_eq!(ids.1, vec!["p/Ç.a()V Some(\"Ç.java\")", "p/Ç.b()V None"]);
         // Another class's hash or length: not this record.
         assert!(Record::decode(&mut record.clone(), 8, 1234).is_none());
@@ -777,7 +818,7 @@ mod tests {
         for at in 0..record.len() {
             record[at] ^= 0xa5;
             if let Some(rec) = Record::decode(&mut record.clone(), 7, 1234) {
-                let _ = rec.serve(&mut Ids::default(), &mut Some(|parts: &[&[u8]]| parts.concat()));
+                let _ = rec.serve(&class, &mut Ids::default(), &mut Some(|parts: &[&[u8]]| parts.concat()));
             }
             record[at] ^= 0xa5;
         }
@@ -785,12 +826,12 @@ mod tests {
 
     #[test]
     fn an_unchanged_class_has_no_bytes() {
-        let r = Relocatable { bytes: None, slots: Vec::new(), ..sample() };
+        let r = Relocatable { pieces: None, literal: Vec::new(), slots: Vec::new(), ..sample() };
         let mut record = encode(1, 2, &r);
         let rec = Record::decode(&mut record, 1, 2).expect("decodes");
-        assert!(rec.class.is_none());
+        assert!(rec.pieces.is_none());
         let mut ids = Ids::default();
-        let (out, report) = rec.serve(&mut ids, &mut Some(|parts: &[&[u8]]| parts.concat())).expect("served");
+        let (out, report) = rec.serve(&[0, 0], &mut ids, &mut Some(|parts: &[&[u8]]| parts.concat())).expect("served");
         assert_eq!((out, report.methods_with_code, ids.0), (None, 3, 3));
     }
 }

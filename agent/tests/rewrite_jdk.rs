@@ -129,9 +129,9 @@ fn run(every: usize) {
         let mut live = rewrite_common::Recorder { id_base: base, ..Default::default() };
         let direct_out = rewrite_class(&classes[*i], &mut live).unwrap().bytes;
         let r = Relocatable::rewrite(&classes[*i], &Counter::default()).unwrap();
-        assert_eq!(r.bytes.is_some(), out.is_some());
+        assert_eq!(r.pieces.is_some(), out.is_some());
         let mut replayed = rewrite_common::Recorder { id_base: base, ..Default::default() };
-        let patched = r.replay(&mut replayed);
+        let patched = r.replay(&classes[*i], &mut replayed);
         assert!(patched == direct_out, "{}: the replayed class differs", files[*i].display());
         assert_eq!((&replayed.methods, &replayed.sites), (&live.methods, &live.sites));
     }

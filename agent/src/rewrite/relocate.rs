@@ -4,14 +4,15 @@
 //! A class is rewritten with a [`Recorder`] as its registry: it hands out placeholder ids (at
 //! least 2^30, so that every id is pushed as an Integer constant of its own, never as a short
 //! push whose length depends on the id) and keeps the registry calls in order. [`Relocatable`]
-//! then holds the rewritten bytes, those calls and where each placeholder sits. To use it in a
-//! run, [`Relocatable::replay`] makes the same calls on the run's registry, which gives the run's
-//! dense ids, and writes them over the placeholders: the result is the class the rewriter would
-//! have made with those ids whenever they are all at least 32,768 (below, the rewriter would
-//! push them shorter; the class is as valid either way).
+//! then holds the rewritten class (as pieces of the original and new bytes), those calls and
+//! where each placeholder sits. To use it in a run, [`Relocatable::replay`] makes the same calls
+//! on the run's registry, which gives the run's dense ids, and writes them over the
+//! placeholders: the result is the class the rewriter would have made with those ids whenever
+//! they are all at least 32,768 (below, the rewriter would push them shorter; the class is as
+//! valid either way). The class cache (`class_cache.rs`) keeps such records between runs.
 
 use super::classfile::{be_i32, be_u16, ConstPool, PoolBuffers, TAG_INTEGER};
-use super::{rewrite_class, ClassStats, MethodInfo, RewriteError, SiteInfo, SiteRegistry};
+use super::{rewrite_class_with, ClassStats, MethodInfo, RewriteError, SiteInfo, SiteRegistry};
 
 /// The first placeholder id; call `k` of a recorded rewrite gets `PLACEHOLDER_BASE + k`.
 const PLACEHOLDER_BASE: u32 = 1 << 30;
@@ -99,36 +100,106 @@ impl SiteRegistry for Recorder {
     }
 }
 
-/// A rewritten class whose ids are placeholders.
+/// A rewritten class whose ids are placeholders, kept as pieces: of the original class where
+/// the rewriter copied it (its constant pool, the end of the class after the last method it
+/// changed), of `literal` where the bytes are new. The pieces of the original need not be kept:
+/// a record of the class cache is about a third smaller.
 #[derive(Debug, Clone)]
 pub struct Relocatable {
     /// The rewritten class, or None when the rewriter left it unchanged.
-    pub bytes: Option<Vec<u8>>,
+    pub pieces: Option<Vec<Piece>>,
+    /// The new bytes the pieces refer to.
+    pub literal: Vec<u8>,
     pub stats: ClassStats,
     pub calls: Vec<Call>,
-    /// Where each placeholder's 4 bytes sit in `bytes`: (call number, offset).
+    /// Where each placeholder's 4 bytes sit in `literal`: (call number, offset).
     pub slots: Vec<(u32, u32)>,
+}
+
+/// A piece of a rewritten class: `len` bytes at `at` of the original class or of the literal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    Original { at: u32, len: u32 },
+    Literal { at: u32, len: u32 },
 }
 
 impl Relocatable {
     /// Rewrites `class` for a run whose registry is like `live`.
     pub fn rewrite(class: &[u8], live: &dyn SiteRegistry) -> Result<Self, RewriteError> {
         let mut rec = Recorder::like(live);
-        let out = rewrite_class(class, &mut rec)?;
-        let slots = match &out.bytes {
-            Some(b) => placeholder_slots(class, b, rec.calls.len())?,
-            None => Vec::new(),
-        };
-        Ok(Relocatable { bytes: out.bytes, stats: out.stats, calls: rec.calls, slots })
+        let mut literal = Vec::new();
+        let (pieces, stats) = rewrite_class_with(class, &mut rec, |parts| pieces_of(class, parts, &mut literal))?;
+        let mut r = Relocatable { pieces: None, literal, stats, calls: rec.calls, slots: Vec::new() };
+        if let Some(pieces) = pieces {
+            let bytes = assemble(class, &pieces, &r.literal).ok_or(RewriteError::Malformed("pieces"))?.concat();
+            r.slots = placeholder_slots(class, &bytes, r.calls.len())?
+                .into_iter()
+                .map(|(k, at)| Some((k, literal_offset(&pieces, at)?)))
+                .collect::<Option<_>>()
+                .ok_or(RewriteError::Malformed("placeholder outside the new bytes"))?;
+            r.pieces = Some(pieces);
+        }
+        Ok(r)
     }
 
-    /// Makes the recorded calls on `reg` and returns the class with the ids it gave. None, and
-    /// no call made, when the record does not hold together (see [`replay_calls`]).
-    pub fn replay(&self, reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
-        let mut bytes = self.bytes.clone()?;
+    /// Makes the recorded calls on `reg` and returns the class (`class` being the one rewritten)
+    /// with the ids it gave. None, and no call made, when the record does not hold together
+    /// (see [`replay_calls`]).
+    pub fn replay(&self, class: &[u8], reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
+        let pieces = self.pieces.as_ref()?;
+        let mut literal = self.literal.clone();
+        assemble(class, pieces, &literal)?;
         let calls: Vec<CallRef<'_>> = self.calls.iter().map(Call::as_ref).collect();
-        replay_calls(&calls, &self.slots, &mut bytes, reg).then_some(bytes)
+        replay_calls(&calls, &self.slots, &mut literal, reg).then(|| assemble(class, pieces, &literal).map(|p| p.concat()))?
     }
+}
+
+/// `parts` (the rewriter's output) as pieces: those that lie in `class` refer to it, the others
+/// are appended to `literal`.
+fn pieces_of(class: &[u8], parts: &[&[u8]], literal: &mut Vec<u8>) -> Vec<Piece> {
+    let base = class.as_ptr() as usize;
+    parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let start = p.as_ptr() as usize;
+            if start >= base && start + p.len() <= base + class.len() {
+                Piece::Original { at: (start - base) as u32, len: p.len() as u32 }
+            } else {
+                literal.extend_from_slice(p);
+                Piece::Literal { at: (literal.len() - p.len()) as u32, len: p.len() as u32 }
+            }
+        })
+        .collect()
+}
+
+/// The class the pieces make, as slices of `class` and `literal`; None when a piece lies outside
+/// them.
+pub fn assemble<'a>(class: &'a [u8], pieces: &[Piece], literal: &'a [u8]) -> Option<Vec<&'a [u8]>> {
+    pieces
+        .iter()
+        .map(|&p| match p {
+            Piece::Original { at, len } => class.get(at as usize..at as usize + len as usize),
+            Piece::Literal { at, len } => literal.get(at as usize..at as usize + len as usize),
+        })
+        .collect()
+}
+
+/// Where the 4 bytes at `at` of the assembled class lie in the literal, if they lie in one
+/// literal piece.
+fn literal_offset(pieces: &[Piece], at: u32) -> Option<u32> {
+    let mut start = 0u32;
+    for &p in pieces {
+        let (len, lit) = match p {
+            Piece::Original { len, .. } => (len, None),
+            Piece::Literal { at, len } => (len, Some(at)),
+        };
+        if at >= start && at + 4 <= start + len {
+            return lit.map(|l| l + at - start);
+        }
+        start += len;
+    }
+    None
 }
 
 /// A registry call of a recorded rewrite, borrowing its strings (from a [`Call`], or from a
@@ -150,12 +221,12 @@ impl Call {
     }
 }
 
-/// Makes `calls` on `reg` and writes the ids they get over the placeholders of `class` at
-/// `slots` ((call number, offset)). False, and no call made, when the record does not hold
-/// together (a site of a call that is not an earlier method, a place outside the class): a
-/// record read back from elsewhere is checked.
-pub fn replay_calls(calls: &[CallRef<'_>], slots: &[(u32, u32)], class: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
-    if !consistent(calls, slots, class.len()) {
+/// Makes `calls` on `reg` and writes the ids they get over the placeholders in `class` (a
+/// rewritten class's new bytes) at `slots` ((call number, offset)). False, and no call made, when
+/// the record does not hold together (a site of a call that is not an earlier method, a place
+/// outside those bytes): a record read back from elsewhere is checked.
+pub fn replay_calls(calls: &[CallRef<'_>], slots: &[(u32, u32)], bytes: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
+    if !consistent(calls, slots, bytes.len()) {
         return false;
     }
     let mut ids = vec![0u32; calls.len()];
@@ -170,16 +241,16 @@ pub fn replay_calls(calls: &[CallRef<'_>], slots: &[(u32, u32)], class: &mut [u8
         };
     }
     for &(k, at) in slots {
-        class[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
+        bytes[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
     }
     true
 }
 
-/// Every site belongs to an earlier method call, every place lies inside the class.
-fn consistent(calls: &[CallRef<'_>], slots: &[(u32, u32)], class_len: usize) -> bool {
+/// Every site belongs to an earlier method call, every place lies inside the bytes patched.
+fn consistent(calls: &[CallRef<'_>], slots: &[(u32, u32)], len: usize) -> bool {
     let method_before = |k: usize, m: u32| (m as usize) < k && matches!(calls[m as usize], CallRef::Method(_));
     calls.iter().enumerate().all(|(k, c)| !matches!(c, CallRef::Site { method, .. } if !method_before(k, *method)))
-        && slots.iter().all(|&(k, at)| (k as usize) < calls.len() && at as usize + 4 <= class_len)
+        && slots.iter().all(|&(k, at)| (k as usize) < calls.len() && at as usize + 4 <= len)
 }
 
 /// The placeholders among the Integer constants that the rewriter appended to `orig`'s pool in
@@ -233,23 +304,28 @@ mod tests {
         });
         let site = |method| Call::Site { method, site: SiteInfo { kind: SiteKind::Call, bci: 0, line: -1, api: false, target: 1 } };
         let record = |calls: Vec<Call>, slots: Vec<(u32, u32)>| Relocatable {
-            bytes: Some(vec![0; 8]),
+            pieces: Some(vec![Piece::Original { at: 1, len: 2 }, Piece::Literal { at: 0, len: 8 }]),
+            literal: vec![0; 8],
             stats: ClassStats::default(),
             calls,
             slots,
         };
         let good = record(vec![method.clone(), Call::Reserve(1), site(0)], vec![(0, 0), (2, 4)]);
         let mut reg = Calls::default();
-        assert_eq!(good.replay(&mut reg), Some(vec![0, 0, 0, 1, 0, 0, 0, 2]));
+        assert_eq!(good.replay(&[7, 8, 9], &mut reg), Some(vec![8, 9, 0, 0, 0, 1, 0, 0, 0, 2]));
+        // A piece outside the class: refused before any call.
+        let outside = Relocatable { pieces: Some(vec![Piece::Original { at: 2, len: 2 }]), ..good.clone() };
+        assert_eq!(outside.replay(&[7, 8, 9], &mut reg), None);
+        assert_eq!(reg.0, 2);
         for bad in [
             record(vec![site(0), method.clone()], vec![]),         // a site before its method
             record(vec![method.clone(), site(1)], vec![]),         // of a call that is not a method
             record(vec![method.clone(), site(7)], vec![]),         // of no call at all
-            record(vec![method.clone()], vec![(0, 5)]),            // a place past the class
+            record(vec![method.clone()], vec![(0, 5)]),            // a place past the new bytes
             record(vec![method.clone()], vec![(3, 0)]),            // a place of no call
         ] {
             let mut reg = Calls::default();
-            assert_eq!(bad.replay(&mut reg), None);
+            assert_eq!(bad.replay(&[7, 8, 9], &mut reg), None);
             assert_eq!(reg.0, 0);
         }
     }
