@@ -24,7 +24,7 @@ fn javac() -> PathBuf {
     PathBuf::from("javac")
 }
 
-/// Every file under `dir`, sorted.
+/// Every file under `dir`.
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
@@ -35,7 +35,6 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(p);
         }
     }
-    out.sort();
 }
 
 /// A hash of the agent's Rust and Java sources (SipHash with fixed keys: the same sources give
@@ -44,6 +43,7 @@ fn source_hash() -> u64 {
     let mut paths = Vec::new();
     files(Path::new("src"), &mut paths);
     files(Path::new("java"), &mut paths);
+    paths.sort();
     #[allow(deprecated)] // SipHasher: fixed keys, unlike DefaultHasher's documented instability
     let mut h = std::hash::SipHasher::new();
     for p in paths {

@@ -29,7 +29,7 @@ use serde::Serialize;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
 use crate::recorder::lock;
-use crate::rewrite::relocate::{assemble, replay_calls, Call, CallRef, Piece, Relocatable};
+use crate::rewrite::relocate::{relocate, Call, CallRef, Piece, Relocatable};
 use crate::rewrite::{ClassStats, MethodInfo, RewriteError, SiteInfo, SiteKind, SiteRegistry};
 
 const PACK_MAGIC: &[u8; 8] = b"LUCCECP\0";
@@ -164,7 +164,8 @@ impl ClassCache {
             // do not both write them.
             let _lock = FileLock::exclusive(&index_file, &index_path)?;
             check_header(&pack, &pack_path, PACK_MAGIC)?;
-            check_header(&index_file, &index_path, INDEX_MAGIC)?
+            let len = check_header(&index_file, &index_path, INDEX_MAGIC)?;
+            read_index(&index_file, &index_path, len)?
         };
         // Used now: not stale for another build's JVM (`remove_stale`) for a week.
         let now = std::time::SystemTime::now();
@@ -225,12 +226,12 @@ impl ClassCache {
         let record = encode(hash, class.len(), &rel);
         let Relocatable { pieces, mut literal, stats, calls, slots } = rel;
         let calls: Vec<CallRef<'_>> = calls.iter().map(Call::as_ref).collect();
-        if !replay_calls(&calls, &slots, &mut literal, reg) {
+        let Some(parts) = relocate(class, pieces.as_deref(), &mut literal, &calls, &slots, reg) else {
             // Cannot happen for a record just made; the rewriter then does it all.
             let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
             return Ok((o, stats.into()));
-        }
-        let out = pieces.and_then(|p| assemble(class, &p, &literal)).map(|parts| output(&parts));
+        };
+        let out = parts.map(|p| output(&p));
         f.misses.fetch_add(1, Ordering::Relaxed);
         crate::diag!(Debug, "class cache: {} rewritten and kept ({} bytes)", stats.class_name, record.len());
         self.keep(hash, record);
@@ -393,9 +394,8 @@ fn remove_stale(dir: &Path, ours: &str) {
     }
 }
 
-/// Checks (or, in an empty file, writes) the header; returns the index entries after it when
-/// `magic` is the index's.
-fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<FxHashMap<u128, Entry>, CacheError> {
+/// Checks (or, in an empty file, writes) the header; returns the file's length.
+fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<u64, CacheError> {
     let io = |e| CacheError::Io(path.to_path_buf(), e);
     let len = f.metadata().map_err(io)?.len();
     if len == 0 {
@@ -403,7 +403,7 @@ fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<FxHashMap<u128
         h[..8].copy_from_slice(magic);
         h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         f.write_all_at(&h, 0).map_err(io)?;
-        return Ok(FxHashMap::default());
+        return Ok(HEADER_LEN);
     }
     let mut h = [0u8; HEADER_LEN as usize];
     if len < HEADER_LEN || f.read_exact_at(&mut h, 0).is_err() || &h[..8] != magic {
@@ -413,16 +413,20 @@ fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<FxHashMap<u128
     if found != FORMAT_VERSION {
         return Err(CacheError::Version { path: path.to_path_buf(), found });
     }
+    Ok(len)
+}
+
+/// The entries of an index file `len` bytes long whose header was checked; a last entry cut
+/// short is left out.
+fn read_index(f: &File, path: &Path, len: u64) -> Result<FxHashMap<u128, Entry>, CacheError> {
+    let mut raw = vec![0u8; (len - HEADER_LEN) as usize];
+    f.read_exact_at(&mut raw, HEADER_LEN).map_err(|e| CacheError::Io(path.to_path_buf(), e))?;
     let mut index = FxHashMap::default();
-    if magic == INDEX_MAGIC {
-        let mut raw = vec![0u8; (len - HEADER_LEN) as usize];
-        f.read_exact_at(&mut raw, HEADER_LEN).map_err(io)?;
-        for e in raw.chunks_exact(ENTRY_LEN) {
-            let mut r = Reader(e);
-            let (Some(hash), Some(offset), Some(len), Some(check)) = (r.u128(), r.u64(), r.u32(), r.u32()) else { continue };
-            // A later entry for the same class (rewritten after its record proved unusable) wins.
-            index.insert(hash, Entry { offset, len, check });
-        }
+    for e in raw.chunks_exact(ENTRY_LEN) {
+        let mut r = Reader(e);
+        let (Some(hash), Some(offset), Some(len), Some(check)) = (r.u128(), r.u64(), r.u32(), r.u32()) else { continue };
+        // A later entry for the same class (rewritten after its record proved unusable) wins.
+        index.insert(hash, Entry { offset, len, check });
     }
     Ok(index)
 }
@@ -719,16 +723,10 @@ impl<'a> Record<'a> {
     /// registry call made, when the record does not hold together.
     fn serve<O, F: FnOnce(&[&[u8]]) -> O>(self, class: &[u8], reg: &mut dyn SiteRegistry, output: &mut Option<F>) -> Option<(Option<O>, ClassReport)> {
         let Record { pieces, literal, report, calls, slots } = self;
-        if let Some(p) = &pieces {
-            assemble(class, p, literal)?;
+        match relocate(class, pieces.as_deref(), literal, &calls, &slots, reg)? {
+            None => Some((None, report)),
+            Some(parts) => Some((Some(output.take()?(&parts)), report)),
         }
-        if !replay_calls(&calls, &slots, literal, reg) {
-            return None;
-        }
-        let Some(p) = pieces else { return Some((None, report)) };
-        let parts = assemble(class, &p, literal)?;
-        let output = output.take()?;
-        Some((Some(output(&parts)), report))
     }
 }
 

@@ -3,7 +3,6 @@
 //! over, never served.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod rewrite_common;
 
@@ -15,30 +14,11 @@ use rewrite_common::Recorder;
 /// from the cache does, so the two give the same bytes.
 const ID_BASE: u32 = 1 << 20;
 
-fn java_home() -> PathBuf {
-    if let Ok(h) = std::env::var("JAVA_HOME") {
-        return PathBuf::from(h);
-    }
-    let javac = std::fs::canonicalize(rewrite_common::javac()).unwrap();
-    javac.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
 /// The classes of `java.util.concurrent` (a few hundred, of every shape).
 fn jdk_classes() -> Vec<Vec<u8>> {
-    let home = java_home();
+    let home = rewrite_common::java_home().expect("no JDK found (set JAVA_HOME)");
     let dir = tempfile::tempdir().unwrap();
-    let st = Command::new(home.join("bin/jimage"))
-        .arg("extract")
-        .arg("--dir")
-        .arg(dir.path())
-        .args(["--include", "regex:/java.base/java/util/concurrent/.*"])
-        .arg(home.join("lib/modules"))
-        .status()
-        .expect("run jimage");
-    assert!(st.success());
-    let mut files = Vec::new();
-    rewrite_common::class_files(dir.path(), &mut files);
-    files.sort();
+    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/util/concurrent/.*"));
     let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
     assert!(classes.len() > 200, "only {} classes", classes.len());
     classes

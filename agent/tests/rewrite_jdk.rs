@@ -3,8 +3,6 @@
 //! run is `#[ignore]`d (run it with `--ignored`, in release mode for the throughput number).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod rewrite_common;
@@ -42,39 +40,13 @@ impl SiteRegistry for Counter {
     }
 }
 
-fn java_home() -> Option<PathBuf> {
-    if let Ok(h) = std::env::var("JAVA_HOME") {
-        return Some(PathBuf::from(h));
-    }
-    let javac = rewrite_common::tool("javac")?;
-    let real = std::fs::canonicalize(javac).ok()?;
-    Some(real.parent()?.parent()?.to_path_buf())
-}
-
 fn run(every: usize) {
-    let Some(home) = java_home() else {
+    let Some(home) = rewrite_common::java_home() else {
         eprintln!("no JDK found; skipping");
         return;
     };
-    let jimage = home.join("bin/jimage");
-    let modules = home.join("lib/modules");
-    assert!(
-        jimage.is_file() && modules.is_file(),
-        "jimage or lib/modules missing under {}",
-        home.display()
-    );
     let dir = tempfile::tempdir().unwrap();
-    let st = Command::new(&jimage)
-        .arg("extract")
-        .arg("--dir")
-        .arg(dir.path())
-        .arg(&modules)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let mut files = Vec::new();
-    rewrite_common::class_files(dir.path(), &mut files);
-    files.sort();
+    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), None);
     let files: Vec<_> = files.into_iter().step_by(every).collect();
     let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
     assert!(classes.len() > 100);
@@ -199,26 +171,18 @@ fn run(every: usize) {
 /// other method of the JDK gets that call.
 #[test]
 fn hidden_classes_pass_through_the_runtime() {
-    let Some(home) = java_home() else {
+    let Some(home) = rewrite_common::java_home() else {
         eprintln!("no JDK found; skipping");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let st = Command::new(home.join("bin/jimage"))
-        .args(["extract", "--include", "regex:/java.base/java/lang/System.*", "--dir"])
-        .arg(dir.path())
-        .arg(home.join("lib/modules"))
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let lang = dir.path().join("java.base/java/lang");
+    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/lang/System.*"));
     // aload 4; iload 7; invokestatic #?; astore 4 — the index is the rewriter's.
     let hook_calls = |bytes: &[u8]| {
         bytes.windows(9).filter(|w| w[..5] == [0x19, 4, 0x15, 7, 0xB8] && w[7..] == [0x3A, 4]).count()
     };
     let mut hooked = Vec::new();
-    for entry in std::fs::read_dir(&lang).unwrap() {
-        let path = entry.unwrap().path();
+    for path in files {
         let original = std::fs::read(&path).unwrap();
         let Some(out) = rewrite_class(&original, &mut Counter::default()).unwrap().bytes else { continue };
         check_class(&out).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

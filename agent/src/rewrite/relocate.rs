@@ -143,15 +143,36 @@ impl Relocatable {
     }
 
     /// Makes the recorded calls on `reg` and returns the class (`class` being the one rewritten)
-    /// with the ids it gave. None, and no call made, when the record does not hold together
-    /// (see [`replay_calls`]).
+    /// with the ids it gave; None when the rewriter left the class unchanged. None, and no call
+    /// made, when the record does not hold together (see [`relocate`]).
     pub fn replay(&self, class: &[u8], reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
-        let pieces = self.pieces.as_ref()?;
         let mut literal = self.literal.clone();
-        assemble(class, pieces, &literal)?;
         let calls: Vec<CallRef<'_>> = self.calls.iter().map(Call::as_ref).collect();
-        replay_calls(&calls, &self.slots, &mut literal, reg).then(|| assemble(class, pieces, &literal).map(|p| p.concat()))?
+        relocate(class, self.pieces.as_deref(), &mut literal, &calls, &self.slots, reg)?.map(|parts| parts.concat())
     }
+}
+
+/// Gives a recorded rewrite of `class` a run's ids: makes `calls` on `reg`, writes the ids over
+/// the placeholders in `literal` at `slots`, and returns the class as parts of `class` and
+/// `literal` (Some(None) for a class the rewriter left unchanged, which has no pieces). None, and
+/// no call made, when the record does not hold together: a piece outside `class` or `literal`,
+/// or what [`replay_calls`] refuses.
+pub fn relocate<'a>(
+    class: &'a [u8],
+    pieces: Option<&[Piece]>,
+    literal: &'a mut [u8],
+    calls: &[CallRef<'_>],
+    slots: &[(u32, u32)],
+    reg: &mut dyn SiteRegistry,
+) -> Option<Option<Vec<&'a [u8]>>> {
+    if let Some(p) = pieces {
+        assemble(class, p, literal)?;
+    }
+    if !replay_calls(calls, slots, literal, reg) {
+        return None;
+    }
+    let literal: &'a [u8] = literal;
+    Some(pieces.map(|p| assemble(class, p, literal).expect("checked above")))
 }
 
 /// `parts` (the rewriter's output) as pieces: those that lie in `class` refer to it, the others
@@ -175,7 +196,7 @@ fn pieces_of(class: &[u8], parts: &[&[u8]], literal: &mut Vec<u8>) -> Vec<Piece>
 
 /// The class the pieces make, as slices of `class` and `literal`; None when a piece lies outside
 /// them.
-pub fn assemble<'a>(class: &'a [u8], pieces: &[Piece], literal: &'a [u8]) -> Option<Vec<&'a [u8]>> {
+fn assemble<'a>(class: &'a [u8], pieces: &[Piece], literal: &'a [u8]) -> Option<Vec<&'a [u8]>> {
     pieces
         .iter()
         .map(|&p| match p {
@@ -225,7 +246,7 @@ impl Call {
 /// rewritten class's new bytes) at `slots` ((call number, offset)). False, and no call made, when
 /// the record does not hold together (a site of a call that is not an earlier method, a place
 /// outside those bytes): a record read back from elsewhere is checked.
-pub fn replay_calls(calls: &[CallRef<'_>], slots: &[(u32, u32)], bytes: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
+fn replay_calls(calls: &[CallRef<'_>], slots: &[(u32, u32)], bytes: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
     if !consistent(calls, slots, bytes.len()) {
         return false;
     }

@@ -100,6 +100,32 @@ pub fn stub_runtime(dir: &Path) -> PathBuf {
     out
 }
 
+/// The running JDK's home: $JAVA_HOME, else the one whose `javac` is on the PATH.
+pub fn java_home() -> Option<PathBuf> {
+    if let Ok(h) = std::env::var("JAVA_HOME") {
+        return Some(PathBuf::from(h));
+    }
+    let real = std::fs::canonicalize(tool("javac")?).ok()?;
+    Some(real.parent()?.parent()?.to_path_buf())
+}
+
+/// Extracts the class files of `home`'s module image (those matching `include`, a `jimage`
+/// pattern list, if given) into `dir`; returns their paths, sorted.
+pub fn extract_jdk_classes(home: &Path, dir: &Path, include: Option<&str>) -> Vec<PathBuf> {
+    let (jimage, modules) = (home.join("bin/jimage"), home.join("lib/modules"));
+    assert!(jimage.is_file() && modules.is_file(), "jimage or lib/modules missing under {}", home.display());
+    let mut cmd = Command::new(&jimage);
+    cmd.arg("extract").arg("--dir").arg(dir);
+    if let Some(p) = include {
+        cmd.args(["--include", p]);
+    }
+    assert!(cmd.arg(&modules).status().expect("run jimage").success());
+    let mut files = Vec::new();
+    class_files(dir, &mut files);
+    files.sort();
+    files
+}
+
 pub fn class_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
