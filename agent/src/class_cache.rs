@@ -14,8 +14,11 @@
 //! directory: appends happen under an exclusive `flock` of the index, at the ends the files have
 //! then. A record whose check fails (a JVM killed while appending, a disk that lost a write) is
 //! counted and the class rewritten, never served.
+//!
+//! The classes of the VMInit batch are kept otherwise, without placeholders, as the rewriter
+//! made them (`ClassCache::serve_exact`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
@@ -26,7 +29,7 @@ use std::thread::JoinHandle;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed, xxh3_64};
 
 use crate::recorder::lock;
 use crate::rewrite::relocate::{relocate, Call, CallRef, Piece, Relocatable};
@@ -205,28 +208,16 @@ impl ClassCache {
         }
         let f = &*self.files;
         let hash = xxh3_128(class);
-        let entry = f.index.read().unwrap_or_else(|e| e.into_inner()).get(&hash).copied();
         let mut output = Some(output);
-        if let Some(entry) = entry {
-            let served = READ_BUF.with(|b| {
-                let mut buf = b.take();
-                let r = f.read(entry, &mut buf).and_then(|()| Record::decode(&mut buf, hash, class.len())?.serve(class, reg, &mut output));
-                b.replace(buf);
-                r
-            });
-            if let Some(r) = served {
-                f.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(r);
-            }
-            f.unusable.fetch_add(1, Ordering::Relaxed);
-            // Not served means no registry call was made: the rewriter starts afresh.
+        if let Some(r) = self.hit(hash, class, reg, &mut output, None) {
+            return Ok(r);
         }
         let Some(output) = output else { return Err(RewriteError::Malformed("class cache record")) };
         let rel = Relocatable::rewrite(class, reg)?;
         let record = encode(hash, class.len(), &rel);
         let Relocatable { pieces, mut literal, stats, calls, slots } = rel;
         let calls: Vec<CallRef<'_>> = calls.iter().map(Call::as_ref).collect();
-        let Some(parts) = relocate(class, pieces.as_deref(), &mut literal, &calls, &slots, reg) else {
+        let Some(parts) = relocate(class, pieces.as_deref(), &mut literal, &calls, slots.iter().copied(), reg) else {
             // Cannot happen for a record just made; the rewriter then does it all.
             let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
             return Ok((o, stats.into()));
@@ -236,6 +227,87 @@ impl ClassCache {
         crate::diag!(Debug, "class cache: {} rewritten and kept ({} bytes)", stats.class_name, record.len());
         self.keep(hash, record);
         Ok((out, stats.into()))
+    }
+
+    /// [`ClassCache::serve`] for a class of the VMInit batch, which must keep the short pushes
+    /// the rewriter gives small ids (hook.rs says why): its record holds the class as the
+    /// rewriter made it, ids and all, found by the class's hash and the ids the registry would
+    /// give next, and served only when the registry can give those same ids again. The batch
+    /// retransforms the same classes in the same order (by name) run after run, from ids set
+    /// apart for it (hook.rs), so it meets the same ids as long as the JVM loads the same
+    /// classes before VMInit.
+    pub fn serve_exact<O>(
+        &self,
+        class: &[u8],
+        reg: &mut dyn SiteRegistry,
+        output: impl FnOnce(&[&[u8]]) -> O,
+    ) -> Result<(Option<O>, ClassReport), RewriteError> {
+        let next = if reg.alloc_sites() == self.alloc_sites && reg.direct_rewrite() { reg.next_ids() } else { None };
+        let Some(next) = next else {
+            let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
+            return Ok((o, stats.into()));
+        };
+        // Keyed apart from the records of `serve`, which no seed derived this way can give.
+        let key = xxh3_128_with_seed(class, ((next.0 as u64) << 32 | next.1 as u64) ^ EXACT_SEED);
+        let mut output = Some(output);
+        if let Some(r) = self.hit(key, class, reg, &mut output, Some(next)) {
+            return Ok(r);
+        }
+        let Some(output) = output else { return Err(RewriteError::Malformed("class cache record")) };
+        let (rel, exact) = Relocatable::rewrite_exact(class, reg, next)?;
+        let out = match (&rel.pieces, rel.parts(class)) {
+            (None, _) => None,
+            (Some(_), Some(parts)) => Some(output(&parts)),
+            (Some(_), None) => return Err(RewriteError::Malformed("pieces")),
+        };
+        self.files.misses.fetch_add(1, Ordering::Relaxed);
+        if exact {
+            self.keep(key, encode(key, class.len(), &rel));
+        }
+        Ok((out, rel.stats.into()))
+    }
+
+    /// Serves `class` from the record at `key` if there is one that holds together: with
+    /// `exact`, a record without placeholders, whose ids from `exact` on the registry must give
+    /// again. None when it is not served: no method or site registered (the ids of an exact
+    /// record may have been taken, for the rewrite that follows).
+    fn hit<O, F: FnOnce(&[&[u8]]) -> O>(
+        &self,
+        key: u128,
+        class: &[u8],
+        reg: &mut dyn SiteRegistry,
+        output: &mut Option<F>,
+        exact: Option<(u32, u32)>,
+    ) -> Option<(Option<O>, ClassReport)> {
+        let f = &*self.files;
+        let entry = f.index.read().unwrap_or_else(|e| e.into_inner()).get(&key).copied()?;
+        let mut ids_gone = false;
+        let served = READ_BUF.with(|b| {
+            let mut buf = b.take();
+            let r = f.read(entry, &mut buf).and_then(|()| {
+                let record = Record::decode(&mut buf, key, class.len())?;
+                if let Some(first) = exact {
+                    if !record.slots.is_empty() {
+                        return None;
+                    }
+                    // Another thread took one of them since `next_ids`: rewritten, as a miss.
+                    ids_gone = !reg.take_ids(first, record.id_counts());
+                    if ids_gone {
+                        return None;
+                    }
+                }
+                record.serve(class, reg, output)
+            });
+            b.replace(buf);
+            r
+        });
+        let counter = match served {
+            Some(_) => &f.hits,
+            None if ids_gone => return None,
+            None => &f.unusable,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        served
     }
 
     /// Queues a record, and hands the queue to the writer thread when it is full.
@@ -468,8 +540,12 @@ impl Drop for FileLock<'_> {
 // checked as UTF-8 once per record, and the class's name and source file are there once. The
 // literal comes first so that it can be patched in place while the strings after it are
 // borrowed. The pieces of the class come from the class being loaded, whose hash and length
-// are the record's.
+// are the record's. An exact record (`ClassCache::serve_exact`) has no slots: its ids are in
+// its bytes.
 
+/// Mixed into the seed of an exact record's key (see `ClassCache::serve_exact`), so that no
+/// registry state gives seed 0, the seed of `xxh3_128`.
+const EXACT_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 const NO_PIECES: u32 = u32::MAX;
 const NO_STRING: u32 = u32::MAX;
 const TAG_METHOD: u8 = 0;
@@ -584,7 +660,26 @@ struct Record<'a> {
     literal: &'a mut [u8],
     report: ClassReport,
     calls: Vec<CallRef<'a>>,
-    slots: Vec<(u32, u32)>,
+    /// (call u32, offset in the literal u32) pairs.
+    slots: &'a [u8],
+}
+
+thread_local! {
+    /// [`Record::decode`]'s list of calls, kept per thread between classes: a large class makes
+    /// thousands of calls, and a fresh list for each took page faults in the JVM.
+    static CALLS: Cell<Vec<CallRef<'static>>> = const { Cell::new(Vec::new()) };
+}
+
+/// `v`'s allocation, emptied, for calls that borrow from elsewhere (the standard library collects
+/// a `Vec`'s `into_iter` in place when the item's layout stays the same).
+fn recycle<'a, 'b>(mut v: Vec<CallRef<'a>>) -> Vec<CallRef<'b>> {
+    v.clear();
+    v.into_iter().map(|_| CallRef::Reserve(0)).collect()
+}
+
+/// A record's slots, read as they are walked.
+fn slots(b: &[u8]) -> impl Iterator<Item = (u32, u32)> + Clone + '_ {
+    b.chunks_exact(8).map(|b| (u32_at(b, 0), u32_at(b, 4)))
 }
 
 fn u32_at(b: &[u8], i: usize) -> u32 {
@@ -673,7 +768,8 @@ impl<'a> Record<'a> {
         }
         let n = r.u32()? as usize;
         // Each call takes at least 5 bytes: a count larger than the record is malformed.
-        let mut calls = Vec::with_capacity(n.min(r.0.len() / 5));
+        let mut calls = recycle(CALLS.take());
+        calls.reserve(n.min(r.0.len() / 5));
         let string = |b: &[u8], i: usize| table_str(table, b, i);
         let flag = |v: u8| match v {
             0 => Some(false),
@@ -711,11 +807,14 @@ impl<'a> Record<'a> {
             });
         }
         let n = r.u32()? as usize;
-        let mut slots = Vec::with_capacity(n.min(r.0.len() / 8));
-        for _ in 0..n {
-            slots.push((r.u32()?, r.u32()?));
-        }
+        let slots = r.take(n.checked_mul(8)?)?;
         r.0.is_empty().then_some(Record { pieces, literal, report, calls, slots })
+    }
+
+    /// The method and site ids its calls take.
+    fn id_counts(&self) -> (u32, u32) {
+        let count = |f: fn(&CallRef<'_>) -> bool| self.calls.iter().filter(|c| f(c)).count() as u32;
+        (count(|c| matches!(c, CallRef::Method(_))), count(|c| matches!(c, CallRef::Site { .. })))
     }
 
     /// Replays the record on `reg` and hands the class, made of pieces of `class` (the class
@@ -723,7 +822,9 @@ impl<'a> Record<'a> {
     /// registry call made, when the record does not hold together.
     fn serve<O, F: FnOnce(&[&[u8]]) -> O>(self, class: &[u8], reg: &mut dyn SiteRegistry, output: &mut Option<F>) -> Option<(Option<O>, ClassReport)> {
         let Record { pieces, literal, report, calls, slots } = self;
-        match relocate(class, pieces.as_deref(), literal, &calls, &slots, reg)? {
+        let parts = relocate(class, pieces.as_deref(), literal, &calls, self::slots(slots), reg);
+        CALLS.set(recycle(calls));
+        match parts? {
             None => Some((None, report)),
             Some(parts) => Some((Some(output.take()?(&parts)), report)),
         }
@@ -788,7 +889,7 @@ mod tests {
         assert_eq!(rec.report.class_name, "p/Ç");
         assert_eq!((rec.report.methods_with_code, rec.report.methods_rewritten), (3, 2));
         assert_eq!(rec.report.skipped, vec![("finalize()V".to_string(), "EmptyFinalizer".to_string())]);
-        assert_eq!(rec.slots, r.slots);
+        assert_eq!(slots(rec.slots).collect::<Vec<_>>(), r.slots);
         assert!(matches!(rec.calls[2], CallRef::Site { method: 0, site } if site == SiteInfo { kind: SiteKind::Alloc, bci: 7, line: -1, api: true, target: 0xfeed }));
         // Served: the registry gets the calls, the placeholders its ids.
         let mut ids = Ids::default();

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 mod rewrite_common;
 
 use lucce_agent::class_cache::{CacheError, CacheStats, ClassCache, FORMAT_VERSION};
-use lucce_agent::rewrite::rewrite_class;
+use lucce_agent::registry::{ClassRegistrar, Registry};
+use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
 use rewrite_common::Recorder;
 
 /// Ids from here on: the rewriter pushes every id from a constant of its own, as a class served
@@ -141,6 +142,77 @@ fn damaged_records_are_rewritten_not_served() {
     let cache = open(dir.path());
     assert!(served(&cache, &classes) == want);
     assert_eq!(counts(&cache.stats()), (n, 0, 0));
+}
+
+/// What a VMInit batch gets for each class, through the agent's registry starting at `first`
+/// ids (small: the rewriter pushes them with `bipush`/`sipush`): the bytes, and the registry's
+/// tables. Through `serve_exact` with a cache (`racing`: another thread always takes the ids
+/// first), through the rewriter without.
+fn batch(cache: Option<&ClassCache>, classes: &[Vec<u8>], first: (u32, u32), racing: bool) -> (Vec<Option<Vec<u8>>>, String) {
+    let reg = Registry::starting_at(first.0, first.1);
+    let outputs = classes
+        .iter()
+        .map(|c| {
+            let mut registrar = reg.registrar();
+            let out = match cache {
+                Some(cache) => cache.serve_exact(c, &mut Racing { reg: &mut registrar, racing }, |parts| parts.concat()).unwrap().0,
+                None => rewrite_class(c, &mut registrar).unwrap().bytes,
+            };
+            registrar.publish();
+            out
+        })
+        .collect();
+    let t = reg.tables();
+    (outputs, format!("{:?} {:?}", t.methods, t.sites))
+}
+
+/// A registrar that another thread always beats to the ids it would take, when `racing`.
+struct Racing<'r, 'a> {
+    reg: &'r mut ClassRegistrar<'a>,
+    racing: bool,
+}
+
+impl SiteRegistry for Racing<'_, '_> {
+    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
+        self.reg.method(m)
+    }
+    fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
+        self.reg.site(method_id, site)
+    }
+    fn reserve_sites(&mut self, n: u32) {
+        self.reg.reserve_sites(n)
+    }
+    fn next_ids(&self) -> Option<(u32, u32)> {
+        self.reg.next_ids()
+    }
+    fn take_ids(&mut self, first: (u32, u32), counts: (u32, u32)) -> bool {
+        !self.racing && self.reg.take_ids(first, counts)
+    }
+}
+
+#[test]
+fn the_vminit_batch_gets_the_rewriters_own_classes() {
+    let classes = jdk_classes();
+    let n = classes.len() as u64;
+    let want = batch(None, &classes, (3, 5), false);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = open(dir.path());
+    assert!(batch(Some(&cache), &classes, (3, 5), false) == want, "the batch's first run differs from the rewriter");
+    cache.flush();
+    assert_eq!((counts(&cache.stats()), cache.stats().stored), ((0, n, 0), n));
+    // A later batch that meets the same ids is served the same bytes and registry records.
+    let cache = open(dir.path());
+    assert!(batch(Some(&cache), &classes, (3, 5), false) == want, "served batch differs from the rewriter's");
+    assert_eq!(counts(&cache.stats()), (n, 0, 0));
+    // One whose ids start elsewhere is not: every class is rewritten, with its own ids.
+    let want_elsewhere = batch(None, &classes, (4, 5), false);
+    assert!(want_elsewhere != want);
+    assert!(batch(Some(&cache), &classes, (4, 5), false) == want_elsewhere);
+    assert_eq!(counts(&cache.stats()), (n, n, 0));
+    // Nor one where another thread takes the ids first.
+    let cache = open(dir.path());
+    assert!(batch(Some(&cache), &classes, (3, 5), true) == want);
+    assert_eq!(counts(&cache.stats()), (0, n, 0));
 }
 
 #[test]

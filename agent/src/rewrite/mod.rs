@@ -92,6 +92,17 @@ pub trait SiteRegistry {
     fn direct_rewrite(&self) -> bool {
         true
     }
+    /// The ids the next [`SiteRegistry::method`] and [`SiteRegistry::site`] would give if no
+    /// other thread took one first; None from a registry that cannot say.
+    fn next_ids(&self) -> Option<(u32, u32)> {
+        None
+    }
+    /// Takes `counts.0` method ids and `counts.1` site ids starting at `first` for the calls that
+    /// follow, which then get them in order (and [`SiteRegistry::reserve_sites`] takes none).
+    /// False when another thread took either first (the ids already taken stay unused).
+    fn take_ids(&mut self, _first: (u32, u32), _counts: (u32, u32)) -> bool {
+        false
+    }
 }
 
 /// What the decoder needs to print a frame of this method like the JVM does.

@@ -11,6 +11,8 @@
 //! they are all at least 32,768 (below, the rewriter would push them shorter; the class is as
 //! valid either way). The class cache (`class_cache.rs`) keeps such records between runs.
 
+use std::cell::Cell;
+
 use super::classfile::{be_i32, be_u16, ConstPool, PoolBuffers, TAG_INTEGER};
 use super::{rewrite_class_with, ClassStats, MethodInfo, RewriteError, SiteInfo, SiteRegistry};
 
@@ -100,6 +102,42 @@ impl SiteRegistry for Recorder {
     }
 }
 
+/// A registry that passes each call on to `live` and records it, with the ids `live` gave.
+struct Forwarding<'r> {
+    live: &'r mut dyn SiteRegistry,
+    calls: Vec<Call>,
+    /// (id, call number) of each method call.
+    methods: Vec<(u32, u32)>,
+    sites: Vec<u32>,
+}
+
+impl SiteRegistry for Forwarding<'_> {
+    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
+        let id = self.live.method(m);
+        self.methods.push((id, self.calls.len() as u32));
+        self.calls.push(Call::Method(OwnedMethodInfo::of(m)));
+        id
+    }
+    fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
+        let id = self.live.site(method_id, site);
+        // The method is the last one given an id, in the rewriter's order.
+        let method = self.methods.iter().rev().find(|m| m.0 == method_id).map_or(u32::MAX, |m| m.1);
+        self.sites.push(id);
+        self.calls.push(Call::Site { method, site: *site });
+        id
+    }
+    fn reserve_sites(&mut self, n: u32) {
+        self.live.reserve_sites(n);
+        self.calls.push(Call::Reserve(n));
+    }
+    fn alloc_sites(&self) -> bool {
+        self.live.alloc_sites()
+    }
+    fn direct_rewrite(&self) -> bool {
+        self.live.direct_rewrite()
+    }
+}
+
 /// A rewritten class whose ids are placeholders, kept as pieces: of the original class where
 /// the rewriter copied it (its constant pool, the end of the class after the last method it
 /// changed), of `literal` where the bytes are new. The pieces of the original need not be kept:
@@ -142,13 +180,32 @@ impl Relocatable {
         Ok(r)
     }
 
+    /// Rewrites `class` with `live`'s own ids, keeping the calls it made: a record with no
+    /// placeholders, which gives the same class again to a registry that hands out the same ids
+    /// (`SiteRegistry::take_ids`). True with it when those ids were the ones from `first` on, in
+    /// order (another thread taking ids between them makes the record useless).
+    pub fn rewrite_exact(class: &[u8], live: &mut dyn SiteRegistry, first: (u32, u32)) -> Result<(Self, bool), RewriteError> {
+        let mut rec = Forwarding { live, calls: Vec::new(), methods: Vec::new(), sites: Vec::new() };
+        let mut literal = Vec::new();
+        let (pieces, stats) = rewrite_class_with(class, &mut rec, |parts| pieces_of(class, parts, &mut literal))?;
+        let consecutive = |first: u32, ids: &mut dyn Iterator<Item = u32>| ids.zip(first..).all(|(id, want)| id == want);
+        let exact = consecutive(first.0, &mut rec.methods.iter().map(|m| m.0)) && consecutive(first.1, &mut rec.sites.iter().copied());
+        Ok((Relocatable { pieces, literal, stats, calls: rec.calls, slots: Vec::new() }, exact))
+    }
+
+    /// The rewritten class as parts of `class` and the literal; None when the rewriter left it
+    /// unchanged (or the pieces lie outside them).
+    pub fn parts<'a>(&'a self, class: &'a [u8]) -> Option<Vec<&'a [u8]>> {
+        assemble(class, self.pieces.as_deref()?, &self.literal)
+    }
+
     /// Makes the recorded calls on `reg` and returns the class (`class` being the one rewritten)
     /// with the ids it gave; None when the rewriter left the class unchanged. None, and no call
     /// made, when the record does not hold together (see [`relocate`]).
     pub fn replay(&self, class: &[u8], reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
         let mut literal = self.literal.clone();
         let calls: Vec<CallRef<'_>> = self.calls.iter().map(Call::as_ref).collect();
-        relocate(class, self.pieces.as_deref(), &mut literal, &calls, &self.slots, reg)?.map(|parts| parts.concat())
+        relocate(class, self.pieces.as_deref(), &mut literal, &calls, self.slots.iter().copied(), reg)?.map(|parts| parts.concat())
     }
 }
 
@@ -156,13 +213,14 @@ impl Relocatable {
 /// the placeholders in `literal` at `slots`, and returns the class as parts of `class` and
 /// `literal` (Some(None) for a class the rewriter left unchanged, which has no pieces). None, and
 /// no call made, when the record does not hold together: a piece outside `class` or `literal`,
-/// or what [`replay_calls`] refuses.
+/// or what [`replay_calls`] refuses. `slots` is walked twice (a check, then the patching): a
+/// record read back needs no list of them.
 pub fn relocate<'a>(
     class: &'a [u8],
     pieces: Option<&[Piece]>,
     literal: &'a mut [u8],
     calls: &[CallRef<'_>],
-    slots: &[(u32, u32)],
+    slots: impl Iterator<Item = (u32, u32)> + Clone,
     reg: &mut dyn SiteRegistry,
 ) -> Option<Option<Vec<&'a [u8]>>> {
     if let Some(p) = pieces {
@@ -242,36 +300,47 @@ impl Call {
     }
 }
 
-/// Makes `calls` on `reg` and writes the ids they get over the placeholders in `class` (a
+thread_local! {
+    /// [`replay_calls`]'s ids, kept per thread between classes: a large class makes thousands of
+    /// calls, and a fresh list for each took page faults in the JVM.
+    static IDS: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Makes `calls` on `reg` and writes the ids they get over the placeholders in `bytes` (a
 /// rewritten class's new bytes) at `slots` ((call number, offset)). False, and no call made, when
 /// the record does not hold together (a site of a call that is not an earlier method, a place
 /// outside those bytes): a record read back from elsewhere is checked.
-fn replay_calls(calls: &[CallRef<'_>], slots: &[(u32, u32)], bytes: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
-    if !consistent(calls, slots, bytes.len()) {
+fn replay_calls(calls: &[CallRef<'_>], slots: impl Iterator<Item = (u32, u32)> + Clone, bytes: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
+    if !consistent(calls, slots.clone(), bytes.len()) {
         return false;
     }
-    let mut ids = vec![0u32; calls.len()];
-    for (k, call) in calls.iter().enumerate() {
-        ids[k] = match call {
-            CallRef::Method(m) => reg.method(m),
-            CallRef::Site { method, site } => reg.site(ids[*method as usize], site),
-            CallRef::Reserve(n) => {
-                reg.reserve_sites(*n);
-                continue;
-            }
-        };
-    }
-    for &(k, at) in slots {
-        bytes[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
-    }
+    IDS.with(|cell| {
+        let mut ids = cell.take();
+        ids.clear();
+        ids.resize(calls.len(), 0);
+        for (k, call) in calls.iter().enumerate() {
+            ids[k] = match call {
+                CallRef::Method(m) => reg.method(m),
+                CallRef::Site { method, site } => reg.site(ids[*method as usize], site),
+                CallRef::Reserve(n) => {
+                    reg.reserve_sites(*n);
+                    continue;
+                }
+            };
+        }
+        for (k, at) in slots {
+            bytes[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
+        }
+        cell.set(ids);
+    });
     true
 }
 
 /// Every site belongs to an earlier method call, every place lies inside the bytes patched.
-fn consistent(calls: &[CallRef<'_>], slots: &[(u32, u32)], len: usize) -> bool {
+fn consistent(calls: &[CallRef<'_>], mut slots: impl Iterator<Item = (u32, u32)>, len: usize) -> bool {
     let method_before = |k: usize, m: u32| (m as usize) < k && matches!(calls[m as usize], CallRef::Method(_));
     calls.iter().enumerate().all(|(k, c)| !matches!(c, CallRef::Site { method, .. } if !method_before(k, *method)))
-        && slots.iter().all(|&(k, at)| (k as usize) < calls.len() && at as usize + 4 <= len)
+        && slots.all(|(k, at)| (k as usize) < calls.len() && at as usize + 4 <= len)
 }
 
 /// The placeholders among the Integer constants that the rewriter appended to `orig`'s pool in
