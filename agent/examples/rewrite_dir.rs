@@ -210,7 +210,7 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool,
         let stats = Mutex::new(Stats::default());
         let hooked_early = Mutex::new(None::<HashSet<String>>);
         let state =
-            HookState { options, registry: &registry, stats: &stats, recorder: None, hooked_early: &hooked_early, cache: cache.as_ref(), batch_ids: None };
+            HookState { options, registry: &registry, stats: &stats, recorder: None, hooked_early: &hooked_early, cache: cache.as_ref() };
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
         let mut flushed = std::time::Duration::ZERO;
         let t = Instant::now();

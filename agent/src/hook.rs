@@ -28,7 +28,7 @@ use crate::jvmti::{self, jbyteArray, jclass, jint, jmethodID, jobject, jthread, 
 use crate::options::Options;
 use crate::ref_threads;
 use crate::recorder::{lock, Recorder};
-use crate::registry::{IdBlock, Registry};
+use crate::registry::Registry;
 use crate::rewrite::rewrite_class_with;
 use crate::runtime::{self, Counters};
 use crate::summary::{Stats, Summary};
@@ -70,11 +70,6 @@ pub struct Agent {
     /// Until the VMInit batch has been assembled: names of classes the hook rewrote at first load,
     /// so that the batch does not retransform them a second time.
     hooked_early: Mutex<Option<HashSet<String>>>,
-    /// With the class cache, the ids the VMInit batch's classes take: set apart so that other
-    /// classes, loaded meanwhile by other threads or for the verifier (`-Xverify:all`), cannot
-    /// shift them, since the cache serves a class of the batch only when it gets the ids of its
-    /// earlier run (`ClassCache::serve_exact`).
-    batch_ids: OnceLock<IdBlock>,
     dead: AtomicBool,
 }
 
@@ -85,13 +80,6 @@ pub struct Agent {
 /// of 64 left 2.0 and 4.2 MB, calls of 16 0.8 and 4.1 MB (peak RSS 21 MB above the run without
 /// the agent → 11 MB), and the batch took no longer (57–61 ms against 61–65 ms in one call).
 const RETRANSFORM_CHUNK: usize = 16;
-
-/// The ids set apart for the VMInit batch with the class cache (`Agent::batch_ids`): in the runs
-/// of the workload kit the batch's 350-550 classes took up to 9,400 method ids and 39,000 site
-/// ids. A batch that needs more takes the rest as other classes do (its classes after that are
-/// then rewritten at every run).
-const BATCH_METHODS: u32 = 1 << 14;
-const BATCH_SITES: u32 = 1 << 16;
 
 static AGENT: OnceLock<Agent> = OnceLock::new();
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
@@ -276,7 +264,6 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         live: AtomicBool::new(false),
         restart_ref_threads,
         hooked_early: Mutex::new(Some(HashSet::new())),
-        batch_ids: OnceLock::new(),
         dead: AtomicBool::new(false),
     };
     if AGENT.set(agent).is_err() {
@@ -401,8 +388,6 @@ pub struct HookState<'a> {
     pub recorder: Option<&'static Recorder>,
     pub hooked_early: &'a Mutex<Option<HashSet<String>>>,
     pub cache: Option<&'a ClassCache>,
-    /// The ids of the VMInit batch's classes, with the class cache (`Agent::batch_ids`).
-    pub batch_ids: Option<&'a IdBlock>,
 }
 
 /// How a class reaches the hook.
@@ -466,10 +451,9 @@ impl HookState<'_> {
                 return None;
             }
         }
-        let mut registrar = match (arrival, self.batch_ids) {
-            (Arrival::Hidden, _) => self.registry.hidden_class_registrar(),
-            (Arrival::Retransform, Some(ids)) => self.registry.registrar_in(ids),
-            (Arrival::Load | Arrival::Retransform, _) => self.registry.registrar(),
+        let mut registrar = match arrival {
+            Arrival::Hidden => self.registry.hidden_class_registrar(),
+            Arrival::Load | Arrival::Retransform => self.registry.registrar(),
         };
         let mut allocate = Some(allocate);
         let timed = self.options.wants_summary();
@@ -583,7 +567,6 @@ impl Agent {
             recorder: self.recorder,
             hooked_early: &self.hooked_early,
             cache: self.cache.as_ref(),
-            batch_ids: self.batch_ids.get(),
         };
         hook.on_class(name, arrival, bytes, allocate)
     }
@@ -649,9 +632,6 @@ impl Agent {
         // serves a class of the batch only when it meets the ids of its earlier run
         // (`ClassCache::serve_exact`), which depend on every class before it.
         batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        if self.cache.is_some() {
-            let _ = self.batch_ids.set(self.registry.set_apart(BATCH_METHODS, BATCH_SITES));
-        }
         let hook = |on| retransformer.set_event_notification_mode(on, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut());
         if let Err(e) = hook(true) {
             diag!(Error, "cannot enable the retransforming load hook: {e}");
@@ -695,10 +675,6 @@ impl Agent {
         s.retransform.ns = t0.elapsed().as_nanos() as u64;
         drop(s);
         diag!(Info, "VMInit: retransformed {ok} classes ({failed} failed) in {:?}", t0.elapsed());
-        if let Some(ids) = self.batch_ids.get() {
-            let [(m, m_len), (s, s_len)] = ids.used();
-            diag!(Info, "VMInit: the batch took {m} of the {m_len} method ids and {s} of the {s_len} site ids set apart for it");
-        }
         if self.restart_ref_threads {
             for what in &ref_threads::LOOPS {
                 match ref_threads::restart(self.jvmti, jni, what) {

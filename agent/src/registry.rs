@@ -166,22 +166,7 @@ impl Registry {
     /// A registrar for one class rewrite; call [`ClassRegistrar::publish`] when it succeeded.
     pub fn registrar(&self) -> ClassRegistrar<'_> {
         let bufs = REGISTRAR_BUFFERS.with(|c| c.take()).unwrap_or_default();
-        ClassRegistrar { reg: self, bufs, hidden_class: false, block: None, reserved: 0..0, methods: 0..0, taken: false }
-    }
-
-    /// Sets `methods` method ids and `sites` site ids apart, from the next ones on, for the
-    /// registrars of [`Registry::registrar_in`]: the classes that take their ids from the block
-    /// get the same ids whatever other classes load meanwhile.
-    pub fn set_apart(&self, methods: u32, sites: u32) -> IdBlock {
-        let first = [self.next_method.fetch_add(methods, Ordering::Relaxed), self.next_site.fetch_add(sites, Ordering::Relaxed)];
-        IdBlock { next: first.map(AtomicU32::new), start: first, end: [first[0].saturating_add(methods), first[1].saturating_add(sites)] }
-    }
-
-    /// [`Registry::registrar`] taking its ids from `block` while it lasts.
-    pub fn registrar_in<'a>(&'a self, block: &'a IdBlock) -> ClassRegistrar<'a> {
-        let mut r = self.registrar();
-        r.block = Some(block);
-        r
+        ClassRegistrar { reg: self, bufs, hidden_class: false, reserved: 0..0, methods: 0..0, taken: false }
     }
 
     /// [`Registry::registrar`] for a hidden class (see `ClassRegistrar::hidden_class`).
@@ -214,35 +199,8 @@ impl Registry {
     }
 }
 
-/// Ids set apart by [`Registry::set_apart`]: the next method and site id, and where each range
-/// ends.
-pub struct IdBlock {
-    next: [AtomicU32; 2],
-    start: [u32; 2],
-    end: [u32; 2],
-}
-
-const METHOD: usize = 0;
-const SITE: usize = 1;
-
-impl IdBlock {
-    /// How far its registrars used up its method and site ids (all of them once one asked for
-    /// more than were left), and the block's sizes.
-    pub fn used(&self) -> [(u32, u32); 2] {
-        [METHOD, SITE].map(|k| (self.next[k].load(Ordering::Relaxed).min(self.end[k]) - self.start[k], self.end[k] - self.start[k]))
-    }
-
-    /// `n` ids of `kind` in a row, None once the block has too few left.
-    fn take(&self, kind: usize, n: u32) -> Option<u32> {
-        let first = self.next[kind].fetch_add(n, Ordering::Relaxed);
-        (first.checked_add(n)? <= self.end[kind]).then_some(first)
-    }
-}
-
 pub struct ClassRegistrar<'a> {
     reg: &'a Registry,
-    /// Where ids come from first ([`Registry::registrar_in`]).
-    block: Option<&'a IdBlock>,
     bufs: Box<RegistrarBuffers>,
     /// Registering a hidden class: every method is flagged as a frame the JVM leaves out of
     /// stack traces (HotSpot marks all methods of a hidden class hidden).
@@ -252,7 +210,7 @@ pub struct ClassRegistrar<'a> {
     reserved: std::ops::Range<u32>,
     /// Method ids taken by [`SiteRegistry::take_ids`] and not yet handed out.
     methods: std::ops::Range<u32>,
-    /// Whether [`SiteRegistry::take_ids`] took this class's ids.
+    /// Whether [`SiteRegistry::take_ids`] took this class's site ids.
     taken: bool,
 }
 
@@ -372,24 +330,6 @@ fn put<T>(v: &mut Vec<Option<T>>, id: u32, x: T) {
     v[i] = Some(x);
 }
 
-impl ClassRegistrar<'_> {
-    /// `n` new ids of `kind` in a row: from the block while it has them, else the registry's.
-    fn new_ids(&self, kind: usize, n: u32) -> u32 {
-        if let Some(first) = self.block.and_then(|b| b.take(kind, n)) {
-            return first;
-        }
-        [&self.reg.next_method, &self.reg.next_site][kind].fetch_add(n, Ordering::Relaxed)
-    }
-
-    /// The counters this registrar takes ids from first, methods and sites, with their ends.
-    fn counters(&self) -> [(&AtomicU32, u32); 2] {
-        match self.block {
-            Some(b) => [(&b.next[METHOD], b.end[METHOD]), (&b.next[SITE], b.end[SITE])],
-            None => [(&self.reg.next_method, u32::MAX), (&self.reg.next_site, u32::MAX)],
-        }
-    }
-}
-
 impl SiteRegistry for ClassRegistrar<'_> {
     fn alloc_sites(&self) -> bool {
         !self.reg.no_alloc_sites
@@ -398,7 +338,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
         let id = match self.methods.next() {
             Some(id) => id,
-            None => self.new_ids(METHOD, 1),
+            None => self.reg.next_method.fetch_add(1, Ordering::Relaxed),
         };
         let b = &mut *self.bufs;
         if b.text.len() > SEAL_AT {
@@ -425,7 +365,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
         if self.taken {
             return;
         }
-        let first = self.new_ids(SITE, n);
+        let first = self.reg.next_site.fetch_add(n, Ordering::Relaxed);
         self.reserved = first..first + n;
     }
 
@@ -433,7 +373,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
         // One atomic add per method, not per site (a locked instruction each).
         let id = match self.reserved.next() {
             Some(id) => id,
-            None => self.new_ids(SITE, 1),
+            None => self.reg.next_site.fetch_add(1, Ordering::Relaxed),
         };
         let kind = match site.kind {
             SiteKind::Call => SiteKindTag::Call,
@@ -444,20 +384,21 @@ impl SiteRegistry for ClassRegistrar<'_> {
     }
 
     fn next_ids(&self) -> Option<(u32, u32)> {
-        let [m, s] = self.counters().map(|(c, _)| c.load(Ordering::Relaxed));
-        Some((m, s))
+        Some((self.reg.next_method.load(Ordering::Relaxed), self.reg.next_site.load(Ordering::Relaxed)))
     }
 
     fn take_ids(&mut self, first: (u32, u32), counts: (u32, u32)) -> bool {
-        let [methods, sites] = self.counters();
-        let take = |(counter, end): (&AtomicU32, u32), from: u32, n: u32| {
-            let to = from.checked_add(n).filter(|&to| to <= end)?;
+        let take = |counter: &AtomicU32, from: u32, n: u32| {
+            let to = from.checked_add(n)?;
             counter.compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed).ok()?;
             Some(from..to)
         };
-        let Some(methods) = take(methods, first.0, counts.0) else { return false };
-        let Some(sites) = take(sites, first.1, counts.1) else { return false };
-        (self.methods, self.reserved, self.taken) = (methods, sites, true);
+        let Some(methods) = take(&self.reg.next_method, first.0, counts.0) else { return false };
+        // Taken, they go to this class's methods whatever follows: a method id never registered
+        // would leave a gap that the store refuses.
+        self.methods = methods;
+        let Some(sites) = take(&self.reg.next_site, first.1, counts.1) else { return false };
+        (self.reserved, self.taken) = (sites, true);
         true
     }
 }
@@ -477,41 +418,25 @@ mod tests {
         }
     }
 
-    /// A block's ids go to its registrars only, until it is used up; `take_ids` takes exactly the
-    /// ids asked for, or none when they are gone.
+    /// `take_ids` takes exactly the ids asked for; method ids it took go to the methods that
+    /// follow even when the site ids were gone.
     #[test]
-    fn blocks_set_apart_and_ids_taken() {
+    fn ids_taken_in_advance() {
         let m = MethodInfo { class: "C", name: "m", descriptor: "()V", source_file: None, access_flags: 0, leaf: false };
         let s = SiteInfo { kind: SiteKind::Call, bci: 0, line: -1, api: false, target: crate::rewrite::ANY_TARGET };
         let reg = Registry::starting_at(10, 100);
-        let block = reg.set_apart(2, 3);
-        let mut other = reg.registrar();
-        assert_eq!(other.next_ids(), Some((12, 103)));
-        assert_eq!(other.method(&m), 12);
-        other.reserve_sites(1);
-        assert_eq!(other.site(12, &s), 103);
-        let mut r = reg.registrar_in(&block);
-        assert_eq!(r.next_ids(), Some((10, 100)));
-        assert_eq!(r.method(&m), 10);
-        r.reserve_sites(2);
-        assert_eq!((r.site(10, &s), r.site(10, &s)), (100, 101));
-        assert_eq!(r.method(&m), 11);
-        // Two sites do not fit in the one left: from the registry.
-        r.reserve_sites(2);
-        assert_eq!((r.site(11, &s), r.site(11, &s)), (104, 105));
-        assert_eq!(r.method(&m), 13);
-        // Exactly the ids asked for, reserve_sites then taking none.
         let mut t = reg.registrar();
-        assert!(!t.take_ids((13, 106), (1, 1)), "method 13 is gone");
-        assert!(t.take_ids((14, 106), (2, 1)));
+        assert_eq!(t.next_ids(), Some((10, 100)));
+        assert!(!t.take_ids((9, 100), (1, 1)), "method 9 is not the next");
+        assert!(t.take_ids((10, 100), (2, 1)));
         t.reserve_sites(1);
-        assert_eq!((t.method(&m), t.site(14, &s), t.method(&m)), (14, 106, 15));
-        assert_eq!(reg.registrar().next_ids(), Some((16, 107)));
-        let block = reg.set_apart(1, 1);
-        assert!(!reg.registrar_in(&block).take_ids((16, 107), (2, 1)), "past the block's end");
-        assert_eq!(block.used(), [(0, 1), (0, 1)]);
-        reg.registrar_in(&block).reserve_sites(3);
-        assert_eq!(block.used(), [(0, 1), (1, 1)]);
+        assert_eq!((t.method(&m), t.site(10, &s), t.method(&m), t.method(&m)), (10, 100, 11, 12));
+        let mut u = reg.registrar();
+        assert_eq!(u.next_ids(), Some((13, 101)));
+        reg.reserve_site();
+        assert!(!u.take_ids((13, 101), (1, 1)), "site 101 is gone");
+        u.reserve_sites(1);
+        assert_eq!((u.method(&m), u.site(13, &s), u.method(&m)), (13, 102, 14));
     }
 
     #[test]

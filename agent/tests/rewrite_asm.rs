@@ -309,7 +309,7 @@ fn hook_times_classes_only_for_a_summary() {
     let run = |opts: &str| {
         let options = Options::parse(opts).unwrap();
         let (registry, stats, early) = (Registry::new(), Mutex::new(Stats::default()), Mutex::new(None));
-        let hook = HookState { options: &options, registry: &registry, stats: &stats, recorder: None, hooked_early: &early, cache: None, batch_ids: None };
+        let hook = HookState { options: &options, registry: &registry, stats: &stats, recorder: None, hooked_early: &early, cache: None };
         let mut out = Vec::new();
         // SAFETY: malloc returns null or `n` writable bytes, as `on_class` requires.
         let new = hook.on_class(Some("Old"), Arrival::Load, &class, |n| unsafe { libc::malloc(n) }.cast()).unwrap();

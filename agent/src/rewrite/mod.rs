@@ -99,7 +99,8 @@ pub trait SiteRegistry {
     }
     /// Takes `counts.0` method ids and `counts.1` site ids starting at `first` for the calls that
     /// follow, which then get them in order (and [`SiteRegistry::reserve_sites`] takes none).
-    /// False when another thread took either first (the ids already taken stay unused).
+    /// False when another thread took either first (method ids it could take still go to the
+    /// methods that follow).
     fn take_ids(&mut self, _first: (u32, u32), _counts: (u32, u32)) -> bool {
         false
     }
