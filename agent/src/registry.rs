@@ -166,7 +166,7 @@ impl Registry {
     /// A registrar for one class rewrite; call [`ClassRegistrar::publish`] when it succeeded.
     pub fn registrar(&self) -> ClassRegistrar<'_> {
         let bufs = REGISTRAR_BUFFERS.with(|c| c.take()).unwrap_or_default();
-        ClassRegistrar { reg: self, bufs, hidden_class: false, reserved: 0..0, methods: 0..0, taken: false }
+        ClassRegistrar { reg: self, bufs, hidden_class: false, reserved: 0..0, methods: 0..0, taken: false, published: false }
     }
 
     /// [`Registry::registrar`] for a hidden class (see `ClassRegistrar::hidden_class`).
@@ -212,6 +212,7 @@ pub struct ClassRegistrar<'a> {
     methods: std::ops::Range<u32>,
     /// Whether [`SiteRegistry::take_ids`] took this class's site ids.
     taken: bool,
+    published: bool,
 }
 
 /// A method until its class is published: spans of the registrar's text.
@@ -278,21 +279,11 @@ impl RegistrarBuffers {
 impl ClassRegistrar<'_> {
     /// Makes the collected records visible in the tables (one lock per class).
     pub fn publish(mut self) {
-        let b = &mut *self.bufs;
-        if b.pending.is_empty() && b.sites.is_empty() {
+        self.published = true;
+        if !self.to_sink() {
             return;
         }
-        if !b.pending.is_empty() {
-            let open: Arc<str> = Arc::from(b.text.as_str());
-            for (id, p) in &b.pending {
-                let text = b.sealed.get(p.text as usize).unwrap_or(&open).clone();
-                let Pending { class, source, name, descriptor, access_flags, leaf, .. } = *p;
-                b.methods.push((*id, MethodRecord { text, class, source, name, descriptor, access_flags, leaf }));
-            }
-        }
-        if let Some(sink) = self.reg.sink.get() {
-            sink(&b.methods, &b.sites);
-        }
+        let b = &mut *self.bufs;
         let mut t = self.reg.tables();
         reserve_for(&mut t.methods, &b.methods);
         for (id, m) in b.methods.drain(..) {
@@ -305,8 +296,36 @@ impl ClassRegistrar<'_> {
     }
 }
 
+impl ClassRegistrar<'_> {
+    /// Hands the collected records to the sink; false when there are none.
+    fn to_sink(&mut self) -> bool {
+        let b = &mut *self.bufs;
+        if b.pending.is_empty() && b.sites.is_empty() {
+            return false;
+        }
+        if !b.pending.is_empty() {
+            let open: Arc<str> = Arc::from(b.text.as_str());
+            for (id, p) in &b.pending {
+                let text = b.sealed.get(p.text as usize).unwrap_or(&open).clone();
+                let Pending { class, source, name, descriptor, access_flags, leaf, .. } = *p;
+                b.methods.push((*id, MethodRecord { text, class, source, name, descriptor, access_flags, leaf }));
+            }
+        }
+        if let Some(sink) = self.reg.sink.get() {
+            sink(&b.methods, &b.sites);
+        }
+        true
+    }
+}
+
 impl Drop for ClassRegistrar<'_> {
     fn drop(&mut self) {
+        // Not published (the rewrite failed, or its bytes could not be handed over): the sink
+        // still gets the records of the ids taken, which no probe uses, since the store refuses
+        // a gap in its ids. The tables do not: to walks the ids stay unknown.
+        if !self.published && !std::thread::panicking() {
+            self.to_sink();
+        }
         let mut bufs = std::mem::take(&mut self.bufs);
         bufs.clear();
         REGISTRAR_BUFFERS.with(|c| c.set(Some(bufs)));
@@ -437,6 +456,33 @@ mod tests {
         assert!(!u.take_ids((13, 101), (1, 1)), "site 101 is gone");
         u.reserve_sites(1);
         assert_eq!((u.method(&m), u.site(13, &s), u.method(&m)), (13, 102, 14));
+    }
+
+    /// The sink gets every id taken, once: a class whose rewrite failed too (the store refuses
+    /// gaps), though the tables do not.
+    #[test]
+    fn the_sink_gets_every_id_taken() {
+        let m = MethodInfo { class: "C", name: "m", descriptor: "()V", source_file: None, access_flags: 0, leaf: false };
+        let s = SiteInfo { kind: SiteKind::Call, bci: 0, line: -1, api: false, target: crate::rewrite::ANY_TARGET };
+        let reg = Registry::new();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink_got = got.clone();
+        reg.set_sink(Box::new(move |methods, sites| {
+            let mut g = sink_got.lock().unwrap();
+            g.extend(methods.iter().map(|(id, _)| ('m', *id)).chain(sites.iter().map(|(id, _)| ('s', *id))));
+        }));
+        for publish in [true, false, true] {
+            let mut r = reg.registrar();
+            let id = r.method(&m);
+            r.site(id, &s);
+            if publish {
+                r.publish();
+            }
+        }
+        assert_eq!(*got.lock().unwrap(), [('m', 0), ('s', 0), ('m', 1), ('s', 1), ('m', 2), ('s', 2)]);
+        let t = reg.tables();
+        assert_eq!((t.methods.iter().flatten().count(), t.sites.iter().flatten().count()), (2, 2));
+        assert!(t.methods[1].is_none() && t.sites[1].is_none());
     }
 
     #[test]
