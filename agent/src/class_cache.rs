@@ -203,8 +203,7 @@ impl ClassCache {
         output: impl FnOnce(&[&[u8]]) -> O,
     ) -> Result<(Option<O>, ClassReport), RewriteError> {
         if reg.alloc_sites() != self.alloc_sites || !reg.direct_rewrite() {
-            let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
-            return Ok((o, stats.into()));
+            return rewritten(class, reg, output);
         }
         let f = &*self.files;
         let hash = xxh3_128(class);
@@ -219,8 +218,7 @@ impl ClassCache {
         let calls: Vec<CallRef<'_>> = calls.iter().map(Call::as_ref).collect();
         let Some(parts) = relocate(class, pieces.as_deref(), &mut literal, &calls, slots.iter().copied(), reg) else {
             // Cannot happen for a record just made; the rewriter then does it all.
-            let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
-            return Ok((o, stats.into()));
+            return rewritten(class, reg, output);
         };
         let out = parts.map(|p| output(&p));
         f.misses.fetch_add(1, Ordering::Relaxed);
@@ -233,9 +231,8 @@ impl ClassCache {
     /// the rewriter gives small ids (hook.rs says why): its record holds the class as the
     /// rewriter made it, ids and all, found by the class's hash and the ids the registry would
     /// give next, and served only when the registry can give those same ids again. The batch
-    /// retransforms the same classes in the same order (by name) run after run, from ids set
-    /// apart for it (hook.rs), so it meets the same ids as long as the JVM loads the same
-    /// classes before VMInit.
+    /// retransforms the same classes in the same order (by name) run after run, so it meets the
+    /// same ids as long as the JVM loads the same classes before and during it.
     pub fn serve_exact<O>(
         &self,
         class: &[u8],
@@ -244,8 +241,7 @@ impl ClassCache {
     ) -> Result<(Option<O>, ClassReport), RewriteError> {
         let next = if reg.alloc_sites() == self.alloc_sites && reg.direct_rewrite() { reg.next_ids() } else { None };
         let Some(next) = next else {
-            let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
-            return Ok((o, stats.into()));
+            return rewritten(class, reg, output);
         };
         // Keyed apart from the records of `serve`, which no seed derived this way can give.
         let key = xxh3_128_with_seed(class, ((next.0 as u64) << 32 | next.1 as u64) ^ EXACT_SEED);
@@ -370,6 +366,12 @@ impl ClassCache {
             bytes_written: get(&f.bytes_written),
         }
     }
+}
+
+/// The rewriter's class and report, for a class the cache does not serve.
+fn rewritten<O>(class: &[u8], reg: &mut dyn SiteRegistry, output: impl FnOnce(&[&[u8]]) -> O) -> Result<(Option<O>, ClassReport), RewriteError> {
+    let (o, stats) = crate::rewrite::rewrite_class_with(class, reg, output)?;
+    Ok((o, stats.into()))
 }
 
 impl Files {

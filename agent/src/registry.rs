@@ -280,7 +280,7 @@ impl ClassRegistrar<'_> {
     /// Makes the collected records visible in the tables (one lock per class).
     pub fn publish(mut self) {
         self.published = true;
-        if !self.to_sink() {
+        if !self.hand_to_sink() {
             return;
         }
         let b = &mut *self.bufs;
@@ -298,7 +298,7 @@ impl ClassRegistrar<'_> {
 
 impl ClassRegistrar<'_> {
     /// Hands the collected records to the sink; false when there are none.
-    fn to_sink(&mut self) -> bool {
+    fn hand_to_sink(&mut self) -> bool {
         let b = &mut *self.bufs;
         if b.pending.is_empty() && b.sites.is_empty() {
             return false;
@@ -324,7 +324,7 @@ impl Drop for ClassRegistrar<'_> {
         // still gets the records of the ids taken, which no probe uses, since the store refuses
         // a gap in its ids. The tables do not: to walks the ids stay unknown.
         if !self.published && !std::thread::panicking() {
-            self.to_sink();
+            self.hand_to_sink();
         }
         let mut bufs = std::mem::take(&mut self.bufs);
         bufs.clear();
