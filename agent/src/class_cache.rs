@@ -202,7 +202,7 @@ impl ClassCache {
         reg: &mut dyn SiteRegistry,
         output: impl FnOnce(&[&[u8]]) -> O,
     ) -> Result<(Option<O>, ClassReport), RewriteError> {
-        if reg.alloc_sites() != self.alloc_sites || !reg.direct_rewrite() {
+        if !self.suits(reg) {
             return rewritten(class, reg, output);
         }
         let f = &*self.files;
@@ -239,8 +239,7 @@ impl ClassCache {
         reg: &mut dyn SiteRegistry,
         output: impl FnOnce(&[&[u8]]) -> O,
     ) -> Result<(Option<O>, ClassReport), RewriteError> {
-        let next = if reg.alloc_sites() == self.alloc_sites && reg.direct_rewrite() { reg.next_ids() } else { None };
-        let Some(next) = next else {
+        let Some(next) = reg.next_ids().filter(|_| self.suits(reg)) else {
             return rewritten(class, reg, output);
         };
         // Keyed apart from the records of `serve`, which no seed derived this way can give.
@@ -261,6 +260,12 @@ impl ClassCache {
             self.keep(key, encode(key, class.len(), &rel));
         }
         Ok((out, rel.stats.into()))
+    }
+
+    /// Whether `reg` rewrites as the classes in the cache were rewritten (a registry unlike it,
+    /// for allocation sites or the direct rewrite, is served by the rewriter alone).
+    fn suits(&self, reg: &dyn SiteRegistry) -> bool {
+        reg.alloc_sites() == self.alloc_sites && reg.direct_rewrite()
     }
 
     /// Serves `class` from the record at `key` if there is one that holds together: with

@@ -63,34 +63,64 @@ impl OwnedMethodInfo {
     }
 }
 
-/// A registry that records its calls and answers each with a placeholder id. It rewrites as the
-/// live registry it stands for would (the same `alloc_sites` and `direct_rewrite`).
-pub struct Recorder {
-    pub calls: Vec<Call>,
+/// A registry that records its calls and the ids they got: placeholders, or with a `live`
+/// registry, that registry's own ids (an exact record). It rewrites as the live registry it
+/// stands for would (the same `alloc_sites` and `direct_rewrite`).
+struct Recorder<'r> {
+    calls: Vec<Call>,
+    /// (id, call number) of each method call.
+    methods: Vec<(u32, u32)>,
+    /// The id of each site call.
+    sites: Vec<u32>,
+    live: Option<&'r mut dyn SiteRegistry>,
     alloc_sites: bool,
     direct_rewrite: bool,
 }
 
-impl Recorder {
-    pub fn like(live: &dyn SiteRegistry) -> Self {
-        Recorder { calls: Vec::new(), alloc_sites: live.alloc_sites(), direct_rewrite: live.direct_rewrite() }
+impl<'r> Recorder<'r> {
+    /// Placeholder ids, for a run whose registry is like `like`.
+    fn placeholders(like: &dyn SiteRegistry) -> Self {
+        let (alloc_sites, direct_rewrite) = (like.alloc_sites(), like.direct_rewrite());
+        Recorder { calls: Vec::new(), methods: Vec::new(), sites: Vec::new(), live: None, alloc_sites, direct_rewrite }
     }
 
-    fn next(&mut self, call: Call) -> u32 {
-        self.calls.push(call);
-        PLACEHOLDER_BASE + self.calls.len() as u32 - 1
+    /// `live`'s own ids.
+    fn forwarding(live: &'r mut dyn SiteRegistry) -> Self {
+        let rec = Recorder::placeholders(&*live);
+        Recorder { live: Some(live), ..rec }
+    }
+
+    /// The placeholder of the next call.
+    fn placeholder(&self) -> u32 {
+        PLACEHOLDER_BASE + self.calls.len() as u32
     }
 }
 
-impl SiteRegistry for Recorder {
+impl SiteRegistry for Recorder<'_> {
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
-        self.next(Call::Method(OwnedMethodInfo::of(m)))
+        let id = match self.live.as_deref_mut() {
+            Some(live) => live.method(m),
+            None => self.placeholder(),
+        };
+        self.methods.push((id, self.calls.len() as u32));
+        self.calls.push(Call::Method(OwnedMethodInfo::of(m)));
+        id
     }
     fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
-        let method = method_id.wrapping_sub(PLACEHOLDER_BASE);
-        self.next(Call::Site { method, site: *site })
+        let id = match self.live.as_deref_mut() {
+            Some(live) => live.site(method_id, site),
+            None => self.placeholder(),
+        };
+        // The method is the last one given an id, in the rewriter's order.
+        let method = self.methods.iter().rev().find(|m| m.0 == method_id).map_or(u32::MAX, |m| m.1);
+        self.sites.push(id);
+        self.calls.push(Call::Site { method, site: *site });
+        id
     }
     fn reserve_sites(&mut self, n: u32) {
+        if let Some(live) = self.live.as_deref_mut() {
+            live.reserve_sites(n);
+        }
         // Not an id: kept for the replay, which passes it on.
         self.calls.push(Call::Reserve(n));
     }
@@ -99,42 +129,6 @@ impl SiteRegistry for Recorder {
     }
     fn direct_rewrite(&self) -> bool {
         self.direct_rewrite
-    }
-}
-
-/// A registry that passes each call on to `live` and records it, with the ids `live` gave.
-struct Forwarding<'r> {
-    live: &'r mut dyn SiteRegistry,
-    calls: Vec<Call>,
-    /// (id, call number) of each method call.
-    methods: Vec<(u32, u32)>,
-    sites: Vec<u32>,
-}
-
-impl SiteRegistry for Forwarding<'_> {
-    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
-        let id = self.live.method(m);
-        self.methods.push((id, self.calls.len() as u32));
-        self.calls.push(Call::Method(OwnedMethodInfo::of(m)));
-        id
-    }
-    fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
-        let id = self.live.site(method_id, site);
-        // The method is the last one given an id, in the rewriter's order.
-        let method = self.methods.iter().rev().find(|m| m.0 == method_id).map_or(u32::MAX, |m| m.1);
-        self.sites.push(id);
-        self.calls.push(Call::Site { method, site: *site });
-        id
-    }
-    fn reserve_sites(&mut self, n: u32) {
-        self.live.reserve_sites(n);
-        self.calls.push(Call::Reserve(n));
-    }
-    fn alloc_sites(&self) -> bool {
-        self.live.alloc_sites()
-    }
-    fn direct_rewrite(&self) -> bool {
-        self.live.direct_rewrite()
     }
 }
 
@@ -164,7 +158,7 @@ pub enum Piece {
 impl Relocatable {
     /// Rewrites `class` for a run whose registry is like `live`.
     pub fn rewrite(class: &[u8], live: &dyn SiteRegistry) -> Result<Self, RewriteError> {
-        let mut rec = Recorder::like(live);
+        let mut rec = Recorder::placeholders(live);
         let mut literal = Vec::new();
         let (pieces, stats) = rewrite_class_with(class, &mut rec, |parts| pieces_of(class, parts, &mut literal))?;
         let mut r = Relocatable { pieces: None, literal, stats, calls: rec.calls, slots: Vec::new() };
@@ -185,7 +179,7 @@ impl Relocatable {
     /// (`SiteRegistry::take_ids`). True with it when those ids were the ones from `first` on, in
     /// order (another thread taking ids between them makes the record useless).
     pub fn rewrite_exact(class: &[u8], live: &mut dyn SiteRegistry, first: (u32, u32)) -> Result<(Self, bool), RewriteError> {
-        let mut rec = Forwarding { live, calls: Vec::new(), methods: Vec::new(), sites: Vec::new() };
+        let mut rec = Recorder::forwarding(live);
         let mut literal = Vec::new();
         let (pieces, stats) = rewrite_class_with(class, &mut rec, |parts| pieces_of(class, parts, &mut literal))?;
         let consecutive = |first: u32, ids: &mut dyn Iterator<Item = u32>| ids.zip(first..).all(|(id, want)| id == want);
