@@ -20,7 +20,10 @@
 //!
 //! With `cache=DIR` among AGENT_OPTIONS, the hook serves classes from the class cache in DIR:
 //! the first pass fills it (unless an earlier run did), the cache is flushed after each pass,
-//! and the digests of the first two passes are printed; they must be equal.
+//! and the digests of the first two passes are printed. A pass that fills the cache gives the
+//! classes the rewriter gives without one (the same digest), a pass that serves them gives
+//! every id an `ldc_w` (another digest, the same for every such pass). The cache's writer thread
+//! makes the records during the filling pass, whose time so includes theirs on a pinned CPU.
 //!
 //! `cold`: as `hook`, but the data caches are flushed before each class (by writing a buffer
 //! larger than L2), as the JVM's own work between two loads does; only the hook calls are timed.

@@ -4,13 +4,16 @@
 //! A class is found by a hash of its bytes as the load hook gets them (xxh3-128, plus its length),
 //! so any class whose bytes recur is served: the JDK's own classes above all, which took half
 //! (jython) to nine tenths (javac) of a run's rewrite time. A class the cache lacks is rewritten
-//! with placeholder ids ([`Relocatable`]), given the run's ids by a replay, and its record queued:
-//! a thread of the agent writes every [`FLUSH_AT`] bytes of them, VMDeath the rest.
+//! as without a cache, and a copy of its bytes queued: a thread of the agent rewrites it again
+//! with placeholder ids ([`Relocatable`]), off the class's load, and writes the records every
+//! [`FLUSH_AT`] bytes; VMDeath waits for the rest.
 //!
 //! Two files per agent build and rewrite mode, `classes-KEY.pack` and `classes-KEY.idx`: the
 //! records, and an index of 32-byte entries (hash, offset, length, check) read whole at startup.
-//! Each class is read with one `pread` when it loads, so the cache costs the run no more memory
-//! than its index. Both files begin with a magic and a format version. Several JVMs may share a
+//! A class's record is read when the class loads, with the records after it ([`ReadAhead`]):
+//! a run loads its classes in about the order an earlier run kept them, so most records come
+//! without a system call, and the cache costs the run little more memory than its index. Both
+//! files begin with a magic and a format version. Several JVMs may share a
 //! directory: appends happen under an exclusive `flock` of the index, at the ends the files have
 //! then. A record whose check fails (a JVM killed while appending, a disk that lost a write) is
 //! counted and the class rewritten, never served.
@@ -22,6 +25,7 @@ use std::cell::{Cell, RefCell};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, RwLock};
@@ -32,6 +36,7 @@ use serde::Serialize;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed, xxh3_64};
 
 use crate::recorder::lock;
+use crate::registry::Registry;
 use crate::rewrite::relocate::{relocate, Call, CallRef, Piece, Relocatable};
 use crate::rewrite::{ClassStats, MethodInfo, RewriteError, SiteInfo, SiteKind, SiteRegistry};
 
@@ -41,8 +46,10 @@ const INDEX_MAGIC: &[u8; 8] = b"LUCCECI\0";
 pub const FORMAT_VERSION: u32 = 1;
 const HEADER_LEN: u64 = 16;
 const ENTRY_LEN: usize = 32;
-/// Records wait in memory until this many bytes are pending (then the writer thread takes them),
-/// or until VMDeath.
+/// Classes the cache lacked wait in memory until this many bytes of them are pending, then the
+/// writer thread takes them (one wake-up per batch, not per class).
+const HAND_OVER_AT: usize = 256 << 10;
+/// The writer thread writes its records to the files every this many bytes, and at VMDeath.
 const FLUSH_AT: usize = 8 << 20;
 /// A pack file this large takes no more records (the cache then serves what it has).
 const MAX_PACK: u64 = 1 << 30;
@@ -85,19 +92,43 @@ pub struct CacheStats {
     pub unusable: u64,
     /// Records written to the files.
     pub stored: u64,
-    /// Records not written: the pack was full or a write failed.
+    /// Records not written: the pack was full, a write failed, or the class could not be
+    /// rewritten with placeholder ids.
     pub dropped: u64,
     /// Bytes of records written.
     pub bytes_written: u64,
+    /// CPU time spent making and writing records off the load hook (the writer thread, and
+    /// VMDeath for what it had not taken).
+    pub records_cpu_ns: u64,
 }
 
-/// Records waiting to be written: (class hash, record).
-type Batch = Vec<(u128, Vec<u8>)>;
+/// What a record is made of: a class the cache lacked, to be rewritten with placeholder ids, or
+/// a class of the VMInit batch (`ClassCache::serve_exact`), to be rewritten with the ids it got,
+/// consecutive from `first`.
+enum Kept {
+    Class(Vec<u8>),
+    Exact { class: Vec<u8>, first: (u32, u32) },
+}
+
+impl Kept {
+    fn len(&self) -> usize {
+        match self {
+            Kept::Class(class) | Kept::Exact { class, .. } => class.len(),
+        }
+    }
+}
+
+/// Classes waiting for their records: (key, what the record is made of).
+type Batch = Vec<(u128, Kept)>;
+/// Records waiting to be written: (key, record).
+type Records = Vec<(u128, Vec<u8>)>;
 
 /// The files and the index, shared with the writer thread.
 struct Files {
     dir: PathBuf,
     pack: File,
+    /// Tells this cache's read-ahead buffers from another's (tests open several).
+    id: u64,
     pack_path: PathBuf,
     index_file: File,
     index_path: PathBuf,
@@ -109,15 +140,16 @@ struct Files {
     stored: AtomicU64,
     dropped: AtomicU64,
     bytes_written: AtomicU64,
+    records_cpu_ns: AtomicU64,
 }
 
 pub struct ClassCache {
     files: Arc<Files>,
     alloc_sites: bool,
-    /// Records not yet handed to the writer, and their bytes.
+    /// Classes not yet handed to the writer, and their bytes.
     pending: Mutex<(Batch, usize)>,
-    /// The thread that writes full batches, so that no load waits for the disk (started at the
-    /// first full batch; joined by [`ClassCache::flush`]).
+    /// The thread that makes and writes the records, so that no load waits for that or for the
+    /// disk (started at the first full batch; joined by [`ClassCache::flush`]).
     writer: Mutex<Option<(mpsc::Sender<Batch>, JoinHandle<()>)>>,
 }
 
@@ -145,6 +177,64 @@ impl From<ClassStats> for ClassReport {
 thread_local! {
     /// The buffer records are read into (reused: no allocation per class).
     static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static READ_AHEAD: RefCell<ReadAhead> = const { RefCell::new(ReadAhead { files: 0, at: 0, bytes: Vec::new() }) };
+}
+
+static NEXT_FILES_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A thread's window on a pack: the bytes from the last record it had to read on. One `pread`
+/// per class (a system call, about half a microsecond on this VM) was a fifth of the hook's time
+/// for a served class; a run meets the records in about the order they were written (its class
+/// loading order), so most come out of the window. javac with a warm cache, two interleaved
+/// rounds of scripts/rewrite_time.sh: 0.098–0.103 s of CPU per 10k classes with a `pread` per
+/// class, 0.074–0.083 with the window (as fast as a mapping of the pack, which a file cut short
+/// under it would turn into a SIGBUS). Records never change once written (the pack is only appended to), so a window never goes
+/// stale.
+struct ReadAhead {
+    /// [`Files::id`] of the pack the window holds (0: none).
+    files: u64,
+    /// Offset of `bytes` in the pack.
+    at: u64,
+    bytes: Vec<u8>,
+}
+
+impl ReadAhead {
+    /// Bytes read at once (at least a record).
+    const WINDOW: usize = 64 << 10;
+
+    /// Copies `entry`'s record into `buf`; None when the pack does not hold it (cut short).
+    fn copy(&mut self, f: &Files, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
+        let len = entry.len as usize;
+        if self.get(f.id, entry.offset, len).is_none() {
+            self.fill(f, entry.offset, len.max(Self::WINDOW));
+        }
+        let bytes = self.get(f.id, entry.offset, len)?;
+        buf.clear();
+        buf.extend_from_slice(bytes);
+        Some(())
+    }
+
+    fn get(&self, files: u64, at: u64, len: usize) -> Option<&[u8]> {
+        let start = usize::try_from(at.checked_sub(self.at)?).ok()?;
+        (self.files == files).then(|| self.bytes.get(start..start.checked_add(len)?)).flatten()
+    }
+
+    /// Reads up to `len` bytes of `f`'s pack from `at` (fewer at its end).
+    fn fill(&mut self, f: &Files, at: u64, len: usize) {
+        self.files = f.id;
+        self.at = at;
+        self.bytes.resize(len, 0);
+        let mut n = 0;
+        while n < len {
+            match f.pack.read_at(&mut self.bytes[n..], at + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.bytes.truncate(n);
+    }
 }
 
 impl ClassCache {
@@ -176,6 +266,7 @@ impl ClassCache {
         remove_stale(dir, &stem);
         let files = Files {
             dir: dir.to_path_buf(),
+            id: NEXT_FILES_ID.fetch_add(1, Ordering::Relaxed),
             pack,
             pack_path,
             index_file,
@@ -188,6 +279,7 @@ impl ClassCache {
             stored: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
+            records_cpu_ns: AtomicU64::new(0),
         };
         Ok(ClassCache { files: Arc::new(files), alloc_sites, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
     }
@@ -212,19 +304,12 @@ impl ClassCache {
             return Ok(r);
         }
         let Some(output) = output else { return Err(RewriteError::Malformed("class cache record")) };
-        let rel = Relocatable::rewrite(class, reg)?;
-        let record = encode(hash, class.len(), &rel);
-        let Relocatable { pieces, mut literal, stats, calls, slots } = rel;
-        let calls: Vec<CallRef<'_>> = calls.iter().map(Call::as_ref).collect();
-        let Some(parts) = relocate(class, pieces.as_deref(), &mut literal, &calls, slots.iter().copied(), reg) else {
-            // Cannot happen for a record just made; the rewriter then does it all.
-            return rewritten(class, reg, output);
-        };
-        let out = parts.map(|p| output(&p));
+        // Its record is made off the load, by the writer thread; this run gets the rewriter's
+        // class, the same but for the short pushes of small ids.
+        let r = rewritten(class, reg, output)?;
         f.misses.fetch_add(1, Ordering::Relaxed);
-        crate::diag!(Debug, "class cache: {} rewritten and kept ({} bytes)", stats.class_name, record.len());
-        self.keep(hash, record);
-        Ok((out, stats.into()))
+        self.keep(hash, Kept::Class(class.to_vec()));
+        Ok(r)
     }
 
     /// [`ClassCache::serve`] for a class of the VMInit batch, which must keep the short pushes
@@ -249,17 +334,15 @@ impl ClassCache {
             return Ok(r);
         }
         let Some(output) = output else { return Err(RewriteError::Malformed("class cache record")) };
-        let (rel, exact) = Relocatable::rewrite_exact(class, reg, next)?;
-        let out = match (&rel.pieces, rel.parts(class)) {
-            (None, _) => None,
-            (Some(_), Some(parts)) => Some(output(&parts)),
-            (Some(_), None) => return Err(RewriteError::Malformed("pieces")),
-        };
+        let mut live = Consecutive { live: reg, next, consecutive: true };
+        let r = rewritten(class, &mut live, output)?;
         self.files.misses.fetch_add(1, Ordering::Relaxed);
-        if exact {
-            self.keep(key, encode(key, class.len(), &rel));
+        // Kept only when its ids were consecutive: then the writer thread, rewriting it again with
+        // the same ids from a registry of its own, makes the same class.
+        if live.consecutive {
+            self.keep(key, Kept::Exact { class: class.to_vec(), first: next });
         }
-        Ok((out, rel.stats.into()))
+        Ok(r)
     }
 
     /// Whether `reg` rewrites as the classes in the cache were rewritten (a registry unlike it,
@@ -311,23 +394,29 @@ impl ClassCache {
         served
     }
 
-    /// Queues a record, and hands the queue to the writer thread when it is full.
-    fn keep(&self, hash: u128, record: Vec<u8>) {
+    /// Queues what a record is made of, and hands the queue to the writer thread when it is full.
+    fn keep(&self, key: u128, kept: Kept) {
         let full = {
             let mut p = lock(&self.pending);
-            p.1 += record.len();
-            p.0.push((hash, record));
-            (p.1 >= FLUSH_AT).then(|| std::mem::take(&mut *p).0)
+            p.1 += kept.len();
+            p.0.push((key, kept));
+            (p.1 >= HAND_OVER_AT).then(|| std::mem::take(&mut *p).0)
         };
         let Some(batch) = full else { return };
         let mut w = lock(&self.writer);
         if w.is_none() {
             let (tx, rx) = mpsc::channel::<Batch>();
-            let files = self.files.clone();
+            let (files, alloc_sites) = (self.files.clone(), self.alloc_sites);
             let spawned = std::thread::Builder::new().name("lucce-class-cache".into()).spawn(move || {
+                let mut records = Records::new();
                 for batch in rx {
-                    files.store(&batch);
+                    files.make_records(batch, alloc_sites, &mut records);
+                    if records.iter().map(|(_, r)| r.len()).sum::<usize>() >= FLUSH_AT {
+                        files.store(&std::mem::take(&mut records));
+                    }
                 }
+                files.store(&records);
+                files.records_cpu_ns.fetch_add(crate::hook::thread_cpu_ns(), Ordering::Relaxed);
             });
             match spawned {
                 Ok(thread) => *w = Some((tx, thread)),
@@ -346,15 +435,23 @@ impl ClassCache {
         }
     }
 
-    /// Writes every waiting record and waits for the writer thread; the records are then served
-    /// in this run too. Called at VMDeath.
+    /// Makes and writes every waiting record and waits for the writer thread; the records are
+    /// then served in this run too. Called at VMDeath.
     pub fn flush(&self) {
-        let rest = std::mem::take(&mut *lock(&self.pending)).0;
+        let mut rest = std::mem::take(&mut *lock(&self.pending)).0;
         if let Some((tx, thread)) = lock(&self.writer).take() {
+            // What the writer cannot take (it is gone) is made here.
+            rest = tx.send(rest).err().map_or_else(Vec::new, |e| e.0);
             drop(tx);
             let _ = thread.join();
         }
-        self.files.store(&rest);
+        if !rest.is_empty() {
+            let cpu0 = crate::hook::thread_cpu_ns();
+            let mut records = Records::new();
+            self.files.make_records(rest, self.alloc_sites, &mut records);
+            self.files.store(&records);
+            self.files.records_cpu_ns.fetch_add(crate::hook::thread_cpu_ns().saturating_sub(cpu0), Ordering::Relaxed);
+        }
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -369,6 +466,7 @@ impl ClassCache {
             stored: get(&f.stored),
             dropped: get(&f.dropped),
             bytes_written: get(&f.bytes_written),
+            records_cpu_ns: get(&f.records_cpu_ns),
         }
     }
 }
@@ -379,16 +477,92 @@ fn rewritten<O>(class: &[u8], reg: &mut dyn SiteRegistry, output: impl FnOnce(&[
     Ok((o, stats.into()))
 }
 
+/// The registry of the writer thread's rewrites, which give placeholder ids: only its mode is
+/// asked (`Relocatable::rewrite`).
+struct Mode {
+    alloc_sites: bool,
+}
+
+impl SiteRegistry for Mode {
+    fn method(&mut self, _: &MethodInfo<'_>) -> u32 {
+        0
+    }
+    fn site(&mut self, _: u32, _: &SiteInfo) -> u32 {
+        0
+    }
+    fn alloc_sites(&self) -> bool {
+        self.alloc_sites
+    }
+}
+
+/// The live registry of a class of the VMInit batch, which checks that the ids it gives run on
+/// from `next` without a gap (another thread may take some in between).
+struct Consecutive<'r> {
+    live: &'r mut dyn SiteRegistry,
+    next: (u32, u32),
+    consecutive: bool,
+}
+
+impl SiteRegistry for Consecutive<'_> {
+    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
+        let id = self.live.method(m);
+        self.consecutive &= id == self.next.0;
+        self.next.0 = id.wrapping_add(1);
+        id
+    }
+    fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
+        let id = self.live.site(method_id, site);
+        self.consecutive &= id == self.next.1;
+        self.next.1 = id.wrapping_add(1);
+        id
+    }
+    fn reserve_sites(&mut self, n: u32) {
+        self.live.reserve_sites(n)
+    }
+    fn alloc_sites(&self) -> bool {
+        self.live.alloc_sites()
+    }
+    fn direct_rewrite(&self) -> bool {
+        self.live.direct_rewrite()
+    }
+}
+
 impl Files {
+    /// Appends to `records` those of `batch`. A class that cannot be rewritten again as it was
+    /// (or makes the rewriter panic) gets none: the next run rewrites it, as this one did.
+    fn make_records(&self, batch: Batch, alloc_sites: bool, records: &mut Records) {
+        for (key, kept) in batch {
+            let record = catch_unwind(AssertUnwindSafe(|| match kept {
+                Kept::Class(class) => {
+                    let rel = Relocatable::rewrite(&class, &Mode { alloc_sites }).ok()?;
+                    Some(encode(key, class.len(), &rel))
+                }
+                Kept::Exact { class, first } => {
+                    let reg = Registry::starting_at(first.0, first.1);
+                    let reg = if alloc_sites { reg } else { reg.without_alloc_sites() };
+                    let (rel, exact) = Relocatable::rewrite_exact(&class, &mut reg.registrar(), first).ok()?;
+                    exact.then(|| encode(key, class.len(), &rel))
+                }
+            }))
+            .ok()
+            .flatten();
+            match record {
+                Some(r) => records.push((key, r)),
+                None => {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
     /// Reads a record into `buf`; None when it cannot be read or its check fails.
     fn read(&self, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
-        buf.resize(entry.len as usize, 0);
-        self.pack.read_exact_at(buf, entry.offset).ok()?;
+        READ_AHEAD.with(|r| r.borrow_mut().copy(self, entry, buf))?;
         (xxh3_64(buf) as u32 == entry.check).then_some(())
     }
 
     /// Appends `batch` to the files and the index; counts what it could not write.
-    fn store(&self, batch: &Batch) {
+    fn store(&self, batch: &Records) {
         if batch.is_empty() {
             return;
         }
@@ -412,7 +586,7 @@ impl Files {
 
     /// The new index entries and the bytes written; None when the pack is full.
     #[allow(clippy::type_complexity)]
-    fn append(&self, batch: &Batch) -> Result<Option<(Vec<(u128, Entry)>, u64)>, CacheError> {
+    fn append(&self, batch: &Records) -> Result<Option<(Vec<(u128, Entry)>, u64)>, CacheError> {
         let (pack_path, index_path) = (&self.pack_path, &self.index_path);
         let io = |p: &Path| {
             let p = p.to_path_buf();
@@ -928,6 +1102,40 @@ mod tests {
             }
             record[at] ^= 0xa5;
         }
+    }
+
+    #[test]
+    fn records_come_out_of_the_read_ahead_as_in_the_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ClassCache::open(dir.path(), false).unwrap();
+        let f = &*cache.files;
+        // The pack after its header: records of 1 to 50,000 bytes, written in one go.
+        let lens = [1usize, 12, 5000, 70_000, 3, 64 << 10, 50_000, 7, 1];
+        let total: usize = lens.iter().sum();
+        let bytes: Vec<u8> = (0..total as u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        f.pack.write_all_at(&bytes, HEADER_LEN).unwrap();
+        let mut entries = Vec::new();
+        let mut at = 0;
+        for len in lens {
+            entries.push((Entry { offset: HEADER_LEN + at as u64, len: len as u32, check: 0 }, &bytes[at..at + len]));
+            at += len;
+        }
+        let mut buf = vec![9; 3];
+        // In order, backwards, and one another cache's window in between.
+        let other = ClassCache::open(tempfile::tempdir().unwrap().path(), false).unwrap();
+        for round in [false, true] {
+            for (i, (e, want)) in entries.iter().enumerate() {
+                let e = if round { entries[entries.len() - 1 - i].0 } else { *e };
+                let want = if round { entries[entries.len() - 1 - i].1 } else { want };
+                READ_AHEAD.with(|r| r.borrow_mut().copy(f, e, &mut buf)).expect("read");
+                assert_eq!(buf, want, "record at {}", e.offset);
+                let none = Entry { offset: HEADER_LEN, len: 1, check: 0 };
+                assert!(READ_AHEAD.with(|r| r.borrow_mut().copy(&other.files, none, &mut buf)).is_none(), "another cache's empty pack");
+            }
+        }
+        // Past the end (the pack cut short): not read.
+        let past = Entry { offset: HEADER_LEN + total as u64 - 1, len: 2, check: 0 };
+        assert!(READ_AHEAD.with(|r| r.borrow_mut().copy(f, past, &mut buf)).is_none());
     }
 
     #[test]

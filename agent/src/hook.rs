@@ -790,7 +790,7 @@ fn cpu_clock_cost() -> u64 {
 /// CPU time of the calling thread, in ns (0 if the clock is unavailable): the rewrite time without
 /// the time the thread was preempted, which on a busy machine is most of the wall time of some
 /// classes.
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `t` is a valid, writable timespec for the duration of the call.
     if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
