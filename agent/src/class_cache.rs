@@ -127,8 +127,8 @@ type Records = Vec<(u128, Vec<u8>)>;
 struct Files {
     dir: PathBuf,
     pack: File,
-    /// Tells this cache's read-ahead buffers from another's (tests open several).
-    id: u64,
+    /// Shared by the threads that load classes: one window, however many threads.
+    read_ahead: Mutex<ReadAhead>,
     pack_path: PathBuf,
     index_file: File,
     index_path: PathBuf,
@@ -177,56 +177,47 @@ impl From<ClassStats> for ClassReport {
 thread_local! {
     /// The buffer records are read into (reused: no allocation per class).
     static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    static READ_AHEAD: RefCell<ReadAhead> = const { RefCell::new(ReadAhead { files: 0, at: 0, bytes: Vec::new() }) };
 }
 
-static NEXT_FILES_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A thread's window on a pack: the bytes from the last record it had to read on. One `pread`
-/// per class (a system call, about half a microsecond on this VM) was a fifth of the hook's time
-/// for a served class; a run meets the records in about the order they were written (its class
-/// loading order), so most come out of the window. javac with a warm cache, two interleaved
-/// rounds of scripts/rewrite_time.sh: 0.098–0.103 s of CPU per 10k classes with a `pread` per
-/// class, 0.074–0.083 with the window (as fast as a mapping of the pack, which a file cut short
-/// under it would turn into a SIGBUS). Records never change once written (the pack is only appended to), so a window never goes
-/// stale.
+/// Windows on the pack, each the bytes from a record that had to be read on. One `pread` per
+/// class (a system call, about half a microsecond on this VM) was a fifth of the hook's time for a
+/// served class; a run meets the records in about the order they were written (its class loading
+/// order), so most come out of a window. javac with a warm cache, two interleaved rounds of
+/// scripts/rewrite_time.sh: 0.098–0.103 s of CPU per 10k classes with a `pread` per class,
+/// 0.074–0.083 with a window (as fast as a mapping of the pack, which a file cut short under it
+/// would turn into a SIGBUS). Several windows, so that threads loading classes side by side do
+/// not take each other's away. Records never change once written (the pack is only appended
+/// to), so a window never goes stale.
+#[derive(Default)]
 struct ReadAhead {
-    /// [`Files::id`] of the pack the window holds (0: none).
-    files: u64,
+    windows: [Window; 4],
+    /// Counts reads, to tell the least recently used window.
+    clock: u64,
+    /// Windows filled (for tests).
+    fills: u64,
+}
+
+#[derive(Default)]
+struct Window {
     /// Offset of `bytes` in the pack.
     at: u64,
     bytes: Vec<u8>,
+    last_used: u64,
 }
 
-impl ReadAhead {
-    /// Bytes read at once (at least a record).
-    const WINDOW: usize = 64 << 10;
-
-    /// Copies `entry`'s record into `buf`; None when the pack does not hold it (cut short).
-    fn copy(&mut self, f: &Files, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
-        let len = entry.len as usize;
-        if self.get(f.id, entry.offset, len).is_none() {
-            self.fill(f, entry.offset, len.max(Self::WINDOW));
-        }
-        let bytes = self.get(f.id, entry.offset, len)?;
-        buf.clear();
-        buf.extend_from_slice(bytes);
-        Some(())
-    }
-
-    fn get(&self, files: u64, at: u64, len: usize) -> Option<&[u8]> {
+impl Window {
+    fn get(&self, at: u64, len: usize) -> Option<&[u8]> {
         let start = usize::try_from(at.checked_sub(self.at)?).ok()?;
-        (self.files == files).then(|| self.bytes.get(start..start.checked_add(len)?)).flatten()
+        self.bytes.get(start..start.checked_add(len)?)
     }
 
-    /// Reads up to `len` bytes of `f`'s pack from `at` (fewer at its end).
-    fn fill(&mut self, f: &Files, at: u64, len: usize) {
-        self.files = f.id;
+    /// Reads up to `len` bytes of `pack` from `at` (fewer at its end).
+    fn fill(&mut self, pack: &File, at: u64, len: usize) {
         self.at = at;
         self.bytes.resize(len, 0);
         let mut n = 0;
         while n < len {
-            match f.pack.read_at(&mut self.bytes[n..], at + n as u64) {
+            match pack.read_at(&mut self.bytes[n..], at.saturating_add(n as u64)) {
                 Ok(0) => break,
                 Ok(k) => n += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -234,6 +225,32 @@ impl ReadAhead {
             }
         }
         self.bytes.truncate(n);
+    }
+}
+
+impl ReadAhead {
+    /// Bytes a window reads at once (at least a record).
+    const WINDOW: usize = 64 << 10;
+
+    /// Copies `entry`'s record of `pack` into `buf`; None when the pack does not hold it (cut
+    /// short).
+    fn copy(&mut self, pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
+        let len = entry.len as usize;
+        self.clock += 1;
+        let i = match self.windows.iter().position(|w| w.get(entry.offset, len).is_some()) {
+            Some(i) => i,
+            None => {
+                let (i, w) = self.windows.iter_mut().enumerate().min_by_key(|(_, w)| w.last_used)?;
+                w.fill(pack, entry.offset, len.max(Self::WINDOW));
+                self.fills += 1;
+                i
+            }
+        };
+        let w = &mut self.windows[i];
+        w.last_used = self.clock;
+        buf.clear();
+        buf.extend_from_slice(w.get(entry.offset, len)?);
+        Some(())
     }
 }
 
@@ -266,7 +283,7 @@ impl ClassCache {
         remove_stale(dir, &stem);
         let files = Files {
             dir: dir.to_path_buf(),
-            id: NEXT_FILES_ID.fetch_add(1, Ordering::Relaxed),
+            read_ahead: Mutex::default(),
             pack,
             pack_path,
             index_file,
@@ -557,7 +574,7 @@ impl Files {
 
     /// Reads a record into `buf`; None when it cannot be read or its check fails.
     fn read(&self, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
-        READ_AHEAD.with(|r| r.borrow_mut().copy(self, entry, buf))?;
+        lock(&self.read_ahead).copy(&self.pack, entry, buf)?;
         (xxh3_64(buf) as u32 == entry.check).then_some(())
     }
 
@@ -1106,36 +1123,44 @@ mod tests {
 
     #[test]
     fn records_come_out_of_the_read_ahead_as_in_the_pack() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = ClassCache::open(dir.path(), false).unwrap();
-        let f = &*cache.files;
-        // The pack after its header: records of 1 to 50,000 bytes, written in one go.
-        let lens = [1usize, 12, 5000, 70_000, 3, 64 << 10, 50_000, 7, 1];
+        let pack = tempfile::tempfile().unwrap();
+        // Records of 1 byte to more than a window, one after the other from offset 16.
+        let lens = [1usize, 12, 5000, 70_000, 3, 64 << 10, 50_000, 7, 1, 4000];
         let total: usize = lens.iter().sum();
         let bytes: Vec<u8> = (0..total as u32).map(|i| (i * 7 + i / 251) as u8).collect();
-        f.pack.write_all_at(&bytes, HEADER_LEN).unwrap();
-        let mut entries = Vec::new();
+        pack.write_all_at(&bytes, 16).unwrap();
+        let mut records = Vec::new();
         let mut at = 0;
         for len in lens {
-            entries.push((Entry { offset: HEADER_LEN + at as u64, len: len as u32, check: 0 }, &bytes[at..at + len]));
+            records.push((Entry { offset: 16 + at as u64, len: len as u32, check: 0 }, &bytes[at..at + len]));
             at += len;
         }
+        let mut r = ReadAhead::default();
         let mut buf = vec![9; 3];
-        // In order, backwards, and one another cache's window in between.
-        let other = ClassCache::open(tempfile::tempdir().unwrap().path(), false).unwrap();
-        for round in [false, true] {
-            for (i, (e, want)) in entries.iter().enumerate() {
-                let e = if round { entries[entries.len() - 1 - i].0 } else { *e };
-                let want = if round { entries[entries.len() - 1 - i].1 } else { want };
-                READ_AHEAD.with(|r| r.borrow_mut().copy(f, e, &mut buf)).expect("read");
-                assert_eq!(buf, want, "record at {}", e.offset);
-                let none = Entry { offset: HEADER_LEN, len: 1, check: 0 };
-                assert!(READ_AHEAD.with(|r| r.borrow_mut().copy(&other.files, none, &mut buf)).is_none(), "another cache's empty pack");
-            }
+        let mut read = |r: &mut ReadAhead, i: usize| {
+            let (e, want) = records[i];
+            r.copy(&pack, e, &mut buf).expect("read");
+            assert_eq!(buf, want, "record at {}", e.offset);
+        };
+        // In order: a window holds the first three, the fourth is longer than one.
+        for i in 0..4 {
+            read(&mut r, i);
+        }
+        assert_eq!(r.fills, 2);
+        // Two threads' reads side by side, one at the start and one further on: each keeps its
+        // window.
+        for (a, b) in [(0, 8), (1, 9), (2, 8), (0, 9)] {
+            read(&mut r, a);
+            read(&mut r, b);
+        }
+        assert_eq!(r.fills, 3);
+        // Backwards, all of them.
+        for i in (0..records.len()).rev() {
+            read(&mut r, i);
         }
         // Past the end (the pack cut short): not read.
-        let past = Entry { offset: HEADER_LEN + total as u64 - 1, len: 2, check: 0 };
-        assert!(READ_AHEAD.with(|r| r.borrow_mut().copy(f, past, &mut buf)).is_none());
+        assert!(r.copy(&pack, Entry { offset: 16 + total as u64 - 1, len: 2, check: 0 }, &mut buf).is_none());
+        assert!(r.copy(&pack, Entry { offset: u64::MAX, len: 1, check: 0 }, &mut buf).is_none());
     }
 
     #[test]
