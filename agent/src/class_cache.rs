@@ -127,7 +127,7 @@ type Records = Vec<(u128, Vec<u8>)>;
 struct Files {
     dir: PathBuf,
     pack: File,
-    /// Shared by the threads that load classes: one window, however many threads.
+    /// Shared by the threads that load classes, so that its memory does not grow with them.
     read_ahead: Mutex<ReadAhead>,
     pack_path: PathBuf,
     index_file: File,
@@ -180,14 +180,14 @@ thread_local! {
 }
 
 /// Windows on the pack, each the bytes from a record that had to be read on. One `pread` per
-/// class (a system call, about half a microsecond on this VM) was a fifth of the hook's time for a
-/// served class; a run meets the records in about the order they were written (its class loading
-/// order), so most come out of a window. javac with a warm cache, two interleaved rounds of
-/// scripts/rewrite_time.sh: 0.098–0.103 s of CPU per 10k classes with a `pread` per class,
-/// 0.074–0.083 with a window (as fast as a mapping of the pack, which a file cut short under it
-/// would turn into a SIGBUS). Several windows, so that threads loading classes side by side do
-/// not take each other's away. Records never change once written (the pack is only appended
-/// to), so a window never goes stale.
+/// class (a system call, about half a microsecond on this VM) was about a sixth of the hook's
+/// time for a served class; a run meets the records in about the order they were written (its
+/// class loading order), so most come out of a window: javac with a warm cache took 0.098–0.103
+/// s of CPU per 10k classes with a `pread` per class, 0.074–0.083 with one window per thread,
+/// about what a mapping of the pack gave (which a file cut short under it would turn into a
+/// SIGBUS; docs/performance-log.md, stop 45). Several windows, so that threads loading classes
+/// side by side do not take each other's away. Records never change once written (the pack is
+/// only appended to), so a window never goes stale.
 #[derive(Default)]
 struct ReadAhead {
     windows: [Window; 4],

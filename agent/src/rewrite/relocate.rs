@@ -187,12 +187,6 @@ impl Relocatable {
         Ok((Relocatable { pieces, literal, stats, calls: rec.calls, slots: Vec::new() }, exact))
     }
 
-    /// The rewritten class as parts of `class` and the literal; None when the rewriter left it
-    /// unchanged (or the pieces lie outside them).
-    pub fn parts<'a>(&'a self, class: &'a [u8]) -> Option<Vec<&'a [u8]>> {
-        assemble(class, self.pieces.as_deref()?, &self.literal)
-    }
-
     /// Makes the recorded calls on `reg` and returns the class (`class` being the one rewritten)
     /// with the ids it gave; None when the rewriter left the class unchanged. None, and no call
     /// made, when the record does not hold together (see [`relocate`]).
