@@ -103,8 +103,8 @@ pub struct CacheStats {
 }
 
 /// What a record is made of: a class the cache lacked, to be rewritten with placeholder ids, or
-/// a class of the VMInit batch (`ClassCache::serve_exact`), to be rewritten with the ids it got,
-/// consecutive from `first`.
+/// a class of the VMInit batch (`ClassCache::serve_exact`), to be rewritten with ids from
+/// `first` on (kept only when they come out consecutive: a later run's registry gives them so).
 enum Kept {
     Class(Vec<u8>),
     Exact { class: Vec<u8>, first: (u32, u32) },
@@ -351,14 +351,11 @@ impl ClassCache {
             return Ok(r);
         }
         let Some(output) = output else { return Err(RewriteError::Malformed("class cache record")) };
-        let mut live = Consecutive { live: reg, next, consecutive: true };
-        let r = rewritten(class, &mut live, output)?;
+        let r = rewritten(class, reg, output)?;
         self.files.misses.fetch_add(1, Ordering::Relaxed);
-        // Kept only when its ids were consecutive: then the writer thread, rewriting it again with
-        // the same ids from a registry of its own, makes the same class.
-        if live.consecutive {
-            self.keep(key, Kept::Exact { class: class.to_vec(), first: next });
-        }
+        // The writer thread rewrites it again with ids from `next` on, which a later run's
+        // registry must give again (`hit`), whatever ids this run gave it.
+        self.keep(key, Kept::Exact { class: class.to_vec(), first: next });
         Ok(r)
     }
 
@@ -509,38 +506,6 @@ impl SiteRegistry for Mode {
     }
     fn alloc_sites(&self) -> bool {
         self.alloc_sites
-    }
-}
-
-/// The live registry of a class of the VMInit batch, which checks that the ids it gives run on
-/// from `next` without a gap (another thread may take some in between).
-struct Consecutive<'r> {
-    live: &'r mut dyn SiteRegistry,
-    next: (u32, u32),
-    consecutive: bool,
-}
-
-impl SiteRegistry for Consecutive<'_> {
-    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
-        let id = self.live.method(m);
-        self.consecutive &= id == self.next.0;
-        self.next.0 = id.wrapping_add(1);
-        id
-    }
-    fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
-        let id = self.live.site(method_id, site);
-        self.consecutive &= id == self.next.1;
-        self.next.1 = id.wrapping_add(1);
-        id
-    }
-    fn reserve_sites(&mut self, n: u32) {
-        self.live.reserve_sites(n)
-    }
-    fn alloc_sites(&self) -> bool {
-        self.live.alloc_sites()
-    }
-    fn direct_rewrite(&self) -> bool {
-        self.live.direct_rewrite()
     }
 }
 

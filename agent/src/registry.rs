@@ -294,9 +294,7 @@ impl ClassRegistrar<'_> {
             put(&mut t.sites, *id, SiteEntry::of(s));
         }
     }
-}
 
-impl ClassRegistrar<'_> {
     /// Hands the collected records to the sink; false when there are none.
     fn hand_to_sink(&mut self) -> bool {
         let b = &mut *self.bufs;
