@@ -14,13 +14,12 @@ use serde::Serialize;
 use crate::rewrite::{MethodInfo, SiteInfo, SiteKind, SiteRegistry};
 
 /// A method with code. Its strings live in one text shared by the methods of its class (one
-/// allocation per class instead of several per method).
+/// allocation per class instead of several per method), which also holds the class's name and
+/// source file once: a record takes 32 bytes, and a program has tens of thousands.
 #[derive(Clone)]
 pub struct MethodRecord {
-    text: Arc<str>,
-    /// Class name, source file, name and descriptor as byte ranges of `text`.
-    class: (u32, u32),
-    source: Option<(u32, u32)>,
+    strings: Arc<ClassText>,
+    /// Name and descriptor as byte ranges of the text.
     name: (u32, u32),
     descriptor: (u32, u32),
     pub access_flags: u16,
@@ -28,27 +27,39 @@ pub struct MethodRecord {
     pub leaf: bool,
 }
 
+const _: () = assert!(std::mem::size_of::<Option<MethodRecord>>() == 32);
+
+/// The strings of a class's methods, with the one class name and source file they share.
+struct ClassText {
+    text: Box<str>,
+    /// Class name and source file as byte ranges of `text`.
+    class: (u32, u32),
+    source: Option<(u32, u32)>,
+}
+
+impl ClassText {
+    fn span(&self, (a, b): (u32, u32)) -> &str {
+        // The ranges were taken at char boundaries of this text (see `RegistrarBuffers::push`).
+        self.text.get(a as usize..b as usize).unwrap_or("")
+    }
+}
+
 impl MethodRecord {
     /// Internal name, `java/lang/String`.
     pub fn class(&self) -> &str {
-        self.span(self.class)
+        self.strings.span(self.strings.class)
     }
 
     pub fn name(&self) -> &str {
-        self.span(self.name)
+        self.strings.span(self.name)
     }
 
     pub fn descriptor(&self) -> &str {
-        self.span(self.descriptor)
+        self.strings.span(self.descriptor)
     }
 
     pub fn source_file(&self) -> Option<&str> {
-        self.source.map(|s| self.span(s))
-    }
-
-    fn span(&self, (a, b): (u32, u32)) -> &str {
-        // The ranges were taken at char boundaries of this text (see `ClassRegistrar::text`).
-        self.text.get(a as usize..b as usize).unwrap_or("")
+        self.strings.source.map(|s| self.strings.span(s))
     }
 }
 
@@ -220,8 +231,6 @@ pub struct ClassRegistrar<'a> {
 struct Pending {
     /// Index into `sealed` (or `sealed.len()` for the open text).
     text: u32,
-    class: (u32, u32),
-    source: Option<(u32, u32)>,
     name: (u32, u32),
     descriptor: (u32, u32),
     access_flags: u16,
@@ -235,17 +244,19 @@ struct RegistrarBuffers {
     pending: Vec<(u32, Pending)>,
     methods: Vec<(u32, MethodRecord)>,
     sites: Vec<(u32, SiteRecord)>,
-    /// The class's strings; a method's are appended unless they equal the previous class name
-    /// or source file.
+    /// The class's strings: its name and source file, then each method's name and descriptor.
     text: String,
-    /// Texts already full (only for absurd classes: the spans are u32).
-    sealed: Vec<Arc<str>>,
+    /// Where the open text holds the class name (None: no method yet) and the source file.
     class: Option<(u32, u32)>,
     source: Option<(u32, u32)>,
+    /// Texts closed: when full (only for absurd classes: the spans are u32), or when a method of
+    /// another class or source file came (never from the rewriter, which registers one class).
+    sealed: Vec<Arc<ClassText>>,
 }
 
 /// Past this length the text is sealed before the next method; one method adds at most four
 /// 64K-byte constants (at most three bytes of text per byte), so the spans stay below 4 GiB.
+/// (The class name and source file of a text are those of its first method.)
 const SEAL_AT: usize = 1 << 31;
 
 thread_local! {
@@ -263,16 +274,24 @@ impl RegistrarBuffers {
         self.source = None;
     }
 
-    /// The span of `s` in the open text: `last` if that already holds `s`, else `s` appended.
-    fn text(&mut self, s: &str, last: Option<(u32, u32)>) -> (u32, u32) {
-        if let Some((a, b)) = last {
-            if self.text.get(a as usize..b as usize) == Some(s) {
-                return (a, b);
-            }
-        }
+    /// `s` appended to the open text, and its span.
+    fn push(&mut self, s: &str) -> (u32, u32) {
         let a = self.text.len();
         self.text.push_str(s);
         (a as u32, self.text.len() as u32)
+    }
+
+    fn holds(&self, span: Option<(u32, u32)>, s: Option<&str>) -> bool {
+        match (span, s) {
+            (Some((a, b)), Some(s)) => self.text.get(a as usize..b as usize) == Some(s),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
+    /// The open text, shared.
+    fn open_text(&self) -> Arc<ClassText> {
+        Arc::new(ClassText { text: self.text.as_str().into(), class: self.class.unwrap_or((0, 0)), source: self.source })
     }
 }
 
@@ -302,11 +321,11 @@ impl ClassRegistrar<'_> {
             return false;
         }
         if !b.pending.is_empty() {
-            let open: Arc<str> = Arc::from(b.text.as_str());
+            let open = b.open_text();
             for (id, p) in &b.pending {
-                let text = b.sealed.get(p.text as usize).unwrap_or(&open).clone();
-                let Pending { class, source, name, descriptor, access_flags, leaf, .. } = *p;
-                b.methods.push((*id, MethodRecord { text, class, source, name, descriptor, access_flags, leaf }));
+                let strings = b.sealed.get(p.text as usize).unwrap_or(&open).clone();
+                let Pending { name, descriptor, access_flags, leaf, .. } = *p;
+                b.methods.push((*id, MethodRecord { strings, name, descriptor, access_flags, leaf }));
             }
         }
         if let Some(sink) = self.reg.sink.get() {
@@ -358,23 +377,20 @@ impl SiteRegistry for ClassRegistrar<'_> {
             None => self.reg.next_method.fetch_add(1, Ordering::Relaxed),
         };
         let b = &mut *self.bufs;
-        if b.text.len() > SEAL_AT {
-            b.sealed.push(Arc::from(b.text.as_str()));
-            b.text.clear();
-            b.class = None;
-            b.source = None;
+        if b.text.len() > SEAL_AT || !b.holds(b.class, Some(m.class)) || !b.holds(b.source, m.source_file) {
+            if b.class.is_some() {
+                let sealed = b.open_text();
+                b.sealed.push(sealed);
+                b.text.clear();
+            }
+            b.class = Some(b.push(m.class));
+            b.source = m.source_file.map(|s| b.push(s));
         }
-        let class = b.text(m.class, b.class);
-        b.class = Some(class);
-        let source = m.source_file.map(|s| b.text(s, b.source));
-        if source.is_some() {
-            b.source = source;
-        }
-        let name = b.text(m.name, None);
-        let descriptor = b.text(m.descriptor, None);
+        let name = b.push(m.name);
+        let descriptor = b.push(m.descriptor);
         let text = b.sealed.len() as u32;
         let access_flags = m.access_flags | if self.hidden_class { crate::rewrite::HIDDEN_FRAME_FLAG } else { 0 };
-        b.pending.push((id, Pending { text, class, source, name, descriptor, access_flags, leaf: m.leaf }));
+        b.pending.push((id, Pending { text, name, descriptor, access_flags, leaf: m.leaf }));
         id
     }
 
@@ -454,6 +470,34 @@ mod tests {
         assert!(!u.take_ids((13, 101), (1, 1)), "site 101 is gone");
         u.reserve_sites(1);
         assert_eq!((u.method(&m), u.site(13, &s), u.method(&m)), (13, 102, 14));
+    }
+
+    /// Each method keeps its own class name and source file, also when one registrar is given
+    /// methods of several classes (its text is then closed and another begun).
+    #[test]
+    fn methods_keep_their_strings() {
+        let method = |class, name, source_file| MethodInfo { class, name, descriptor: "(I)V", source_file, access_flags: 9, leaf: true };
+        let calls = [
+            method("p/A", "a", Some("A.java")),
+            method("p/A", "b", Some("A.java")),
+            method("p/B", "c", Some("A.java")),
+            method("p/B", "d", None),
+            method("p/B", "é", None),
+            method("p/A", "f", Some("A2.java")),
+        ];
+        let reg = Registry::new();
+        let mut r = reg.registrar();
+        let ids: Vec<u32> = calls.iter().map(|m| r.method(m)).collect();
+        r.publish();
+        let t = reg.tables();
+        for (id, m) in ids.iter().zip(&calls) {
+            let got = t.methods[*id as usize].as_ref().unwrap();
+            assert_eq!((got.class(), got.name(), got.descriptor(), got.source_file()), (m.class, m.name, m.descriptor, m.source_file));
+            assert_eq!((got.access_flags, got.leaf), (9, true));
+        }
+        // The methods of one class and source file share one text.
+        let (a, b) = (t.methods[ids[0] as usize].as_ref().unwrap(), t.methods[ids[1] as usize].as_ref().unwrap());
+        assert!(Arc::ptr_eq(&a.strings, &b.strings));
     }
 
     /// The sink gets every id taken, once: a class whose rewrite failed too (the store refuses
