@@ -201,6 +201,16 @@ struct Node {
 
 const _: () = assert!(std::mem::size_of::<Node>() <= 48);
 
+/// Pushes onto one of a node's lists, which start at one element and then double: `ThinVec`
+/// starts at four, and many methods' lists hold one or two (jython: the lists' peak heap 6.45 →
+/// 5.81 MB, heaptrack, docs/performance-log.md, stop 46). Only graph changes push.
+fn push_tight<T>(v: &mut ThinVec<T>, x: T) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(v.len().max(1));
+    }
+    v.push(x);
+}
+
 impl Node {
     fn new(ord: usize, defined: bool) -> Node {
         Node {
@@ -300,7 +310,7 @@ impl State {
 
     /// Records numCC `numcc` of `m` as of `version` (after every earlier one).
     fn set_numcc(&mut self, m: MethodId, version: u64, numcc: u64) {
-        self.nodes[m.0 as usize].numcc_history.push((version, numcc));
+        push_tight(&mut self.nodes[m.0 as usize].numcc_history, (version, numcc));
         self.widths[m.0 as usize] = Width { since: version, numcc };
     }
 }
@@ -636,10 +646,10 @@ impl State {
         let i = idx.unwrap_or_else(|| {
             self.version += 1;
             sink.graph(&GraphEvent::Edge { version: self.version, site, callee: n });
-            self.nodes[p.0 as usize].outgoing.push(n);
+            push_tight(&mut self.nodes[p.0 as usize].outgoing, n);
             let node = &mut self.nodes[n.0 as usize];
-            node.incoming.push(p);
-            node.incoming_added.push(self.version);
+            push_tight(&mut node.incoming, p);
+            push_tight(&mut node.incoming_added, self.version);
             self.edges.insert((site.0, n.0), node.incoming.len() as u32 - 1);
             node.incoming.len() - 1
         });
@@ -794,6 +804,19 @@ impl State {
 mod tests {
     use super::*;
     use crate::meta::{GraphEvent, GraphSink};
+
+    /// A node's list takes one element's room at its first push, then doubles.
+    #[test]
+    fn node_lists_start_at_one_element() {
+        let mut v: ThinVec<(u64, u64)> = ThinVec::new();
+        let mut caps = Vec::new();
+        for i in 0..9 {
+            push_tight(&mut v, (i, i));
+            caps.push(v.capacity());
+        }
+        assert_eq!(caps, [1, 2, 4, 4, 8, 8, 8, 8, 16]);
+        assert!(v.iter().copied().eq((0..9).map(|i| (i, i))));
+    }
 
     struct NoSink;
     impl GraphSink for NoSink {
