@@ -237,8 +237,8 @@ impl Window {
 impl ReadAhead {
     /// Bytes a window reads at once (at least a record): about three records. In a pack that
     /// several programs filled, a program's records lie among the others', and a bigger window
-    /// mostly reads theirs (javac in a pack nine programs filled: 27.8 MB read for its 14 MB of
-    /// records with 64 KiB windows, 19.3 MB with 16 KiB; docs/performance-log.md, stop 46).
+    /// mostly reads theirs (javac in a pack the eleven workloads filled: 27.8 MB read for its 14
+    /// MB of records with 64 KiB windows, 19.3 MB with 16 KiB; docs/performance-log.md, stop 46).
     const WINDOW: usize = 16 << 10;
 
     /// Copies `entry`'s record of `pack` into `buf`; None when the pack does not hold it (cut
