@@ -281,6 +281,7 @@ impl RegistrarBuffers {
         (a as u32, self.text.len() as u32)
     }
 
+    /// Whether the open text holds `s` at `span` (both None: no source file either way).
     fn holds(&self, span: Option<(u32, u32)>, s: Option<&str>) -> bool {
         match (span, s) {
             (Some((a, b)), Some(s)) => self.text.get(a as usize..b as usize) == Some(s),
