@@ -193,7 +193,7 @@ impl Relocatable {
     pub fn replay(&self, class: &[u8], reg: &mut dyn SiteRegistry) -> Option<Vec<u8>> {
         let mut literal = self.literal.clone();
         let calls: Vec<CallRef<'_>> = self.calls.iter().map(Call::as_ref).collect();
-        relocate(class, self.pieces.as_deref(), &mut literal, &calls, self.slots.iter().copied(), reg)?.map(|parts| parts.concat())
+        relocate(class, self.pieces.as_deref(), &mut literal, &calls[..], self.slots.iter().copied(), reg)?.map(|parts| parts.concat())
     }
 }
 
@@ -207,7 +207,7 @@ pub fn relocate<'a>(
     class: &'a [u8],
     pieces: Option<&[Piece]>,
     literal: &'a mut [u8],
-    calls: &[CallRef<'_>],
+    calls: &(impl Calls + ?Sized),
     slots: impl Iterator<Item = (u32, u32)> + Clone,
     reg: &mut dyn SiteRegistry,
 ) -> Option<Option<Vec<&'a [u8]>>> {
@@ -288,6 +288,42 @@ impl Call {
     }
 }
 
+/// The registry calls of a recorded rewrite, in order: a list of [`CallRef`]s, or a record of
+/// the class cache read as it is walked (class_cache.rs), which needs no such list.
+pub trait Calls {
+    /// How many calls there are ([`Calls::make`] gives each an id, 0 for a reservation).
+    fn count(&self) -> usize;
+    /// Whether every site belongs to an earlier method call.
+    fn consistent(&self) -> bool;
+    /// Makes the calls on `reg`, in order; `ids[k]` gets call k's id. Only for calls that are
+    /// [`Calls::consistent`], and `ids` must hold [`Calls::count`] entries.
+    fn make(&self, reg: &mut dyn SiteRegistry, ids: &mut [u32]);
+}
+
+impl Calls for [CallRef<'_>] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn consistent(&self) -> bool {
+        let method_before = |k: usize, m: u32| (m as usize) < k && matches!(self[m as usize], CallRef::Method(_));
+        self.iter().enumerate().all(|(k, c)| !matches!(c, CallRef::Site { method, .. } if !method_before(k, *method)))
+    }
+
+    fn make(&self, reg: &mut dyn SiteRegistry, ids: &mut [u32]) {
+        for (k, call) in self.iter().enumerate() {
+            ids[k] = match call {
+                CallRef::Method(m) => reg.method(m),
+                CallRef::Site { method, site } => reg.site(ids[*method as usize], site),
+                CallRef::Reserve(n) => {
+                    reg.reserve_sites(*n);
+                    0
+                }
+            };
+        }
+    }
+}
+
 thread_local! {
     /// [`replay_calls`]'s ids, kept per thread between classes: a large class makes thousands of
     /// calls, and a fresh list for each took page faults in the JVM.
@@ -298,37 +334,22 @@ thread_local! {
 /// rewritten class's new bytes) at `slots` ((call number, offset)). False, and no call made, when
 /// the record does not hold together (a site of a call that is not an earlier method, a place
 /// outside those bytes): a record read back from elsewhere is checked.
-fn replay_calls(calls: &[CallRef<'_>], slots: impl Iterator<Item = (u32, u32)> + Clone, bytes: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
-    if !consistent(calls, slots.clone(), bytes.len()) {
+fn replay_calls(calls: &(impl Calls + ?Sized), slots: impl Iterator<Item = (u32, u32)> + Clone, bytes: &mut [u8], reg: &mut dyn SiteRegistry) -> bool {
+    let n = calls.count();
+    if !calls.consistent() || !slots.clone().all(|(k, at)| (k as usize) < n && at as usize + 4 <= bytes.len()) {
         return false;
     }
     IDS.with(|cell| {
         let mut ids = cell.take();
         ids.clear();
-        ids.resize(calls.len(), 0);
-        for (k, call) in calls.iter().enumerate() {
-            ids[k] = match call {
-                CallRef::Method(m) => reg.method(m),
-                CallRef::Site { method, site } => reg.site(ids[*method as usize], site),
-                CallRef::Reserve(n) => {
-                    reg.reserve_sites(*n);
-                    continue;
-                }
-            };
-        }
+        ids.resize(n, 0);
+        calls.make(reg, &mut ids);
         for (k, at) in slots {
             bytes[at as usize..at as usize + 4].copy_from_slice(&ids[k as usize].to_be_bytes());
         }
         cell.set(ids);
     });
     true
-}
-
-/// Every site belongs to an earlier method call, every place lies inside the bytes patched.
-fn consistent(calls: &[CallRef<'_>], mut slots: impl Iterator<Item = (u32, u32)>, len: usize) -> bool {
-    let method_before = |k: usize, m: u32| (m as usize) < k && matches!(calls[m as usize], CallRef::Method(_));
-    calls.iter().enumerate().all(|(k, c)| !matches!(c, CallRef::Site { method, .. } if !method_before(k, *method)))
-        && slots.all(|(k, at)| (k as usize) < calls.len() && at as usize + 4 <= len)
 }
 
 /// The placeholders among the Integer constants that the rewriter appended to `orig`'s pool in
