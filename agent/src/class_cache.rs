@@ -1186,11 +1186,10 @@ mod tests {
     }
 
     /// A site must belong to an earlier method call: a record whose calls say otherwise is
-    /// refused when read, before any registry call.
+    /// refused when read, so none of its calls reaches a registry.
     #[test]
     fn records_with_sites_of_no_earlier_method_are_refused() {
-        let Call::Method(m) = &sample().calls[0] else { unreachable!() };
-        let method = Call::Method(m.clone());
+        let method = sample().calls[0].clone();
         let site = |method| Call::Site { method, site: SiteInfo { kind: SiteKind::Call, bci: 3, line: 4, api: false, target: 5 } };
         let record = |calls: Vec<Call>| encode(7, 1234, &Relocatable { calls, slots: Vec::new(), ..sample() });
         assert!(Record::decode(&mut record(vec![method.clone(), Call::Reserve(1), site(0)]), 7, 1234).is_some());
