@@ -4,8 +4,9 @@
 # Per round and workload, one run with each LIB in counting mode (no `out`, `-Xverify:all` as
 # scripts/workloads.sh runs it), one after the other (interleaved, so a noisy machine hits every
 # build alike). Each JVM writes its JSON summary; prints per run the classes seen and the hook's
-# rewrite time per 10,000 classes seen, CPU and wall (the figures of the README's table), then
-# per workload and build the mean over the rounds. Every run must have rc=0 and check=ok (exit
+# rewrite time per 10,000 classes seen, CPU and wall (the figures of the README's table), and the
+# CPU time the hook took to read the classes' bytes in before its clocks started (`page_in` in
+# agent/src/hook.rs; 0 for builds before it), then per workload and build the means over the rounds. Every run must have rc=0 and check=ok (exit
 # status 1 otherwise; the kit's check of lucene_search fails on some machines without an agent
 # too: its failures are printed and the times kept).
 # Variables: ROUNDS (1), WL_KIT, WL_DIR as in scripts/compare_agents.sh.
@@ -21,7 +22,7 @@ warn_unless_tmpfs "$WL_DIR"
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 status=0
-printf '%-14s %-5s %8s %12s %12s\n' workload lib classes cpu_s/10k wall_s/10k
+printf '%-14s %-5s %8s %12s %12s %12s\n' workload lib classes cpu_s/10k wall_s/10k page_in/10k
 for _ in $(seq 1 "$ROUNDS"); do
   for name in "$@"; do
     for i in "${!libs[@]}"; do
@@ -32,12 +33,13 @@ for _ in $(seq 1 "$ROUNDS"); do
       python3 - "$name" "lib$((i + 1))" "$WL_DIR/$name" <<'PY' | tee -a "$rows"
 import glob, json, sys
 name, lib, d = sys.argv[1:4]
-seen = cpu = wall = 0
+seen = cpu = wall = page_in = 0
 for f in glob.glob(d + "/lucce-summary-*.json"):
     s = json.load(open(f))
     seen += s["classes_seen"]; cpu += s["rewrite_cpu_ns_total"]; wall += s["rewrite_ns_total"]
+    page_in += s.get("page_in_cpu_ns_total", 0)
 per10k = lambda ns: ns / 1e9 / seen * 1e4 if seen else float("nan")
-print(f"{name:<14} {lib:<5} {seen:8d} {per10k(cpu):12.4f} {per10k(wall):12.4f}")
+print(f"{name:<14} {lib:<5} {seen:8d} {per10k(cpu):12.4f} {per10k(wall):12.4f} {per10k(page_in):12.4f}")
 PY
       rm -f "$WL_DIR/$name"/lucce-summary-*.json
     done
@@ -45,6 +47,6 @@ PY
 done
 echo
 echo "mean over $ROUNDS round(s):"
-awk '{k = $1 " " $2; n[k]++; c[k] += $4; w[k] += $5; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
-     END { for (j = 1; j <= m; j++) { k = order[j]; printf "%-20s cpu %.4f  wall %.4f s per 10k classes\n", k, c[k] / n[k], w[k] / n[k] } }' "$rows"
+awk '{k = $1 " " $2; n[k]++; c[k] += $4; w[k] += $5; p[k] += $6; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+     END { for (j = 1; j <= m; j++) { k = order[j]; printf "%-20s cpu %.4f  wall %.4f  page-in %.4f s per 10k classes\n", k, c[k] / n[k], w[k] / n[k], p[k] / n[k] } }' "$rows"
 exit $status

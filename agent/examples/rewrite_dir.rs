@@ -252,7 +252,7 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool,
                 h.write(format!("{s:?}").as_bytes());
             }
             let mut s = stats.lock().unwrap().clone();
-            (s.rewrite_ns_total, s.rewrite_cpu_ns_total, s.rewrite_ns_max, s.slowest_class) = (0, 0, 0, String::new());
+            (s.rewrite_ns_total, s.rewrite_cpu_ns_total, s.page_in_cpu_ns_total, s.rewrite_ns_max, s.slowest_class) = (0, 0, 0, 0, String::new());
             h.write(format!("{s:?}").as_bytes());
             println!("hook digest {:016x}: {} methods, {} sites registered", h.finish(), t.methods.len(), t.sites.len());
         }

@@ -187,7 +187,9 @@ thread_local! {
 /// about what a mapping of the pack gave (which a file cut short under it would turn into a
 /// SIGBUS; docs/performance-log.md, stop 45). Several windows, so that threads loading classes
 /// side by side do not take each other's away. Records never change once written (the pack is
-/// only appended to), so a window never goes stale.
+/// only appended to), so a window never goes stale. A record at least a window long is read
+/// straight into the thread's buffer instead ([`read_record`]): a window would hold it alone,
+/// only to copy it again, and take another thread's window away.
 #[derive(Default)]
 struct ReadAhead {
     windows: [Window; 4],
@@ -201,8 +203,8 @@ struct ReadAhead {
 struct Window {
     /// Offset of `bytes` in the pack.
     at: u64,
-    /// The pack's bytes from `at` are the first `len`. The buffer only grows: a refill reads
-    /// over the old bytes without clearing them first.
+    /// The pack's bytes from `at` are the first `len`. The buffer is sized at the first fill;
+    /// a refill reads over the old bytes without clearing them first.
     bytes: Vec<u8>,
     len: usize,
     last_used: u64,
@@ -235,10 +237,11 @@ impl Window {
 }
 
 impl ReadAhead {
-    /// Bytes a window reads at once (at least a record): about three records. In a pack that
-    /// several programs filled, a program's records lie among the others', and a bigger window
-    /// mostly reads theirs (javac in a pack the eleven workloads filled: 27.8 MB read for its 14
-    /// MB of records with 64 KiB windows, 19.3 MB with 16 KiB; docs/performance-log.md, stop 46).
+    /// Bytes a window reads at once: about three records (one this long or longer is read
+    /// without a window, `read_via`). In a pack that several programs filled, a program's
+    /// records lie among the others', and a bigger window mostly reads theirs (javac in a pack
+    /// the eleven workloads filled: 27.8 MB read for its 14 MB of records with 64 KiB windows,
+    /// 19.3 MB with 16 KiB; docs/performance-log.md, stop 46).
     const WINDOW: usize = 16 << 10;
 
     /// Copies `entry`'s record of `pack` into `buf`; None when the pack does not hold it (cut
@@ -250,7 +253,7 @@ impl ReadAhead {
             Some(i) => i,
             None => {
                 let (i, w) = self.windows.iter_mut().enumerate().min_by_key(|(_, w)| w.last_used)?;
-                w.fill(pack, entry.offset, len.max(Self::WINDOW));
+                w.fill(pack, entry.offset, Self::WINDOW);
                 self.fills += 1;
                 i
             }
@@ -261,6 +264,41 @@ impl ReadAhead {
         buf.extend_from_slice(w.get(entry.offset, len)?);
         Some(())
     }
+}
+
+/// Reads `entry`'s record of `pack` into `buf`: out of the read-ahead's windows, or straight
+/// from the pack (without the read-ahead's lock) when it is at least a window long. None when
+/// the pack does not hold it (cut short).
+fn read_via(read_ahead: &Mutex<ReadAhead>, pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
+    if (entry.len as usize) < ReadAhead::WINDOW {
+        lock(read_ahead).copy(pack, entry, buf)
+    } else {
+        read_record(pack, entry, buf)
+    }
+}
+
+/// Reads `entry`'s record of `pack` into `buf`, replacing what it held, without writing over
+/// the buffer first (a record can be hundreds of KB); None when the pack does not hold it.
+fn read_record(pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
+    let len = entry.len as usize;
+    buf.clear();
+    buf.reserve(len);
+    while buf.len() < len {
+        let at = libc::off_t::try_from(entry.offset.checked_add(buf.len() as u64)?).ok()?;
+        let want = len - buf.len();
+        // SAFETY: the destination is `buf`'s spare capacity, at least `want` bytes (reserved
+        // above); `pread` writes at most `want` bytes there, and the length grows only by the
+        // bytes it wrote.
+        let n = unsafe { libc::pread(pack.as_raw_fd(), buf.as_mut_ptr().add(buf.len()).cast(), want, at) };
+        match usize::try_from(n) {
+            Ok(0) => return None,
+            // SAFETY: as above, `n <= want` bytes were written after the first `buf.len()`.
+            Ok(n) => unsafe { buf.set_len(buf.len() + n) },
+            Err(_) if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    Some(())
 }
 
 impl ClassCache {
@@ -548,7 +586,7 @@ impl Files {
 
     /// Reads a record into `buf`; None when it cannot be read or its check fails.
     fn read(&self, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
-        lock(&self.read_ahead).copy(&self.pack, entry, buf)?;
+        read_via(&self.read_ahead, &self.pack, entry, buf)?;
         (xxh3_64(buf) as u32 == entry.check).then_some(())
     }
 
@@ -1218,32 +1256,35 @@ mod tests {
             records.push((Entry { offset: 16 + at as u64, len: len as u32, check: 0 }, &bytes[at..at + len]));
             at += len;
         }
-        let mut r = ReadAhead::default();
+        let r = Mutex::new(ReadAhead::default());
+        let fills = || r.lock().unwrap().fills;
         let mut buf = vec![9; 3];
-        let mut read = |r: &mut ReadAhead, i: usize| {
+        let mut read = |i: usize| {
             let (e, want) = records[i];
-            r.copy(&pack, e, &mut buf).expect("read");
+            read_via(&r, &pack, e, &mut buf).expect("read");
             assert_eq!(buf, want, "record at {}", e.offset);
         };
-        // In order: a window holds the first three, the fourth is longer than one.
+        // In order: a window holds the first three; the fourth, longer than one, is read
+        // straight into the buffer.
         for i in 0..4 {
-            read(&mut r, i);
+            read(i);
         }
-        assert_eq!(r.fills, 2);
         // Two threads' reads side by side, one at the start and one further on: each keeps its
-        // window.
-        for (a, b) in [(0, 8), (1, 9), (2, 8), (0, 9)] {
-            read(&mut r, a);
-            read(&mut r, b);
+        // window, and the long record between took neither away.
+        for (a, b) in [(0, 8), (5, 9), (1, 6), (2, 8), (0, 9)] {
+            read(a);
+            read(b);
         }
-        assert_eq!(r.fills, 3);
-        // Backwards, all of them.
+        assert_eq!(fills(), 2);
+        // Backwards, all of them: two more windows, from records 7 and 4.
         for i in (0..records.len()).rev() {
-            read(&mut r, i);
+            read(i);
         }
-        // Past the end (the pack cut short): not read.
-        assert!(r.copy(&pack, Entry { offset: 16 + total as u64 - 1, len: 2, check: 0 }, &mut buf).is_none());
-        assert!(r.copy(&pack, Entry { offset: u64::MAX, len: 1, check: 0 }, &mut buf).is_none());
+        assert_eq!(fills(), 4);
+        // Past the end (the pack cut short): not read, by either way.
+        for (offset, len) in [(16 + total as u64 - 1, 2), (16 + total as u64 - 100, 20_000), (u64::MAX, 1), (u64::MAX, 20_000)] {
+            assert!(read_via(&r, &pack, Entry { offset, len, check: 0 }, &mut buf).is_none(), "{offset} {len}");
+        }
     }
 
     #[test]
