@@ -6,9 +6,10 @@
 # build alike). Each JVM writes its JSON summary; prints per run the classes seen and the hook's
 # rewrite time per 10,000 classes seen, CPU and wall (the figures of the README's table), and the
 # CPU time the hook took to read the classes' bytes in before its clocks started (`page_in` in
-# agent/src/hook.rs; 0 for builds before it), then per workload and build the means over the rounds. Every run must have rc=0 and check=ok (exit
-# status 1 otherwise; the kit's check of lucene_search fails on some machines without an agent
-# too: its failures are printed and the times kept).
+# agent/src/hook.rs; 0 for builds before it), then per workload and build the means over the
+# rounds. Every run must have rc=0 and check=ok (exit status 1 otherwise; the kit's check of
+# lucene_search fails on some machines without an agent too: its failures are printed and the
+# times kept).
 # Variables: ROUNDS (1), WL_KIT, WL_DIR as in scripts/compare_agents.sh.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
