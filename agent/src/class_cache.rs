@@ -51,8 +51,8 @@ const ENTRY_LEN: usize = 32;
 const HAND_OVER_AT: usize = 256 << 10;
 /// The writer thread writes its records to the files every this many bytes, and at VMDeath.
 const FLUSH_AT: usize = 8 << 20;
-/// A pack file this large takes no more records (the cache then serves what it has).
-const MAX_PACK: u64 = 1 << 30;
+/// A pack this large is emptied before the next records are written (`Files::append`).
+pub const MAX_PACK: u64 = 1 << 30;
 /// How often a writer tries for the lock, one millisecond apart, before it gives up (a JVM stopped
 /// while it held the lock must not hang this one).
 const LOCK_TRIES: u32 = 500;
@@ -61,7 +61,7 @@ const LOCK_TRIES: u32 = 500;
 pub enum CacheError {
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
-    #[error("{0} is not a lucce class cache file (bad magic)")]
+    #[error("{0} is not a lucce class cache file (remove it or use another cache directory)")]
     NotACache(PathBuf),
     #[error("{path} has class cache format version {found}; this agent reads version {v} (remove the file or use another cache directory)", v = FORMAT_VERSION)]
     Version { path: PathBuf, found: u32 },
@@ -187,7 +187,8 @@ thread_local! {
 /// about what a mapping of the pack gave (which a file cut short under it would turn into a
 /// SIGBUS; docs/performance-log.md, stop 45). Several windows, so that threads loading classes
 /// side by side do not take each other's away. Records never change once written (the pack is
-/// only appended to), so a window never goes stale. A record at least a window long is read
+/// only appended to until it is full, then emptied with the windows, `Files::append`), so a
+/// window never goes stale. A record at least a window long is read
 /// straight into the thread's buffer instead ([`read_record`]): a window would hold it alone,
 /// only to copy it again, and take another thread's window away.
 #[derive(Default)]
@@ -244,6 +245,11 @@ impl ReadAhead {
     /// 19.3 MB with 16 KiB; docs/performance-log.md, stop 46).
     const WINDOW: usize = 16 << 10;
 
+    /// Forgets every window's bytes (the pack was emptied, `Files::append`).
+    fn clear(&mut self) {
+        self.windows.iter_mut().for_each(|w| w.len = 0);
+    }
+
     /// Copies `entry`'s record of `pack` into `buf`; None when the pack does not hold it (cut
     /// short).
     fn copy(&mut self, pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
@@ -282,7 +288,7 @@ fn read_via(read_ahead: &Mutex<ReadAhead>, pack: &File, entry: Entry, buf: &mut 
 fn read_record(pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
     let len = entry.len as usize;
     buf.clear();
-    buf.reserve(len);
+    buf.try_reserve_exact(len).ok()?;
     while buf.len() < len {
         let at = libc::off_t::try_from(entry.offset.checked_add(buf.len() as u64)?).ok()?;
         let want = len - buf.len();
@@ -305,7 +311,7 @@ impl ClassCache {
     /// Opens (creating them if need be) the cache files in `dir` for this agent build and a
     /// registry that gives allocations probes or not, and reads the index.
     pub fn open(dir: &Path, alloc_sites: bool) -> Result<ClassCache, CacheError> {
-        std::fs::create_dir_all(dir).map_err(|e| CacheError::Io(dir.to_path_buf(), e))?;
+        std::fs::create_dir_all(dir).map_err(|e| CacheError::Io(dir.to_path_buf(), why_not_a_dir(dir, e)))?;
         let stem = format!("classes-{}-{}", env!("LUCCE_AGENT_SOURCE_HASH"), if alloc_sites { "a" } else { "n" });
         let open = |ext: &str| {
             let p = dir.join(format!("{stem}.{ext}"));
@@ -320,9 +326,9 @@ impl ClassCache {
             // Headers are written under the lock, so two JVMs starting on an empty directory
             // do not both write them.
             let _lock = FileLock::exclusive(&index_file, &index_path)?;
-            check_header(&pack, &pack_path, PACK_MAGIC)?;
+            let pack_len = check_header(&pack, &pack_path, PACK_MAGIC)?;
             let len = check_header(&index_file, &index_path, INDEX_MAGIC)?;
-            read_index(&index_file, &index_path, len)?
+            read_index(&index_file, &index_path, len, pack_len)?
         };
         // Used now: not stale for another build's JVM (`remove_stale`) for a week.
         let now = std::time::SystemTime::now();
@@ -626,15 +632,34 @@ impl Files {
             records.extend_from_slice(r);
         }
         let _lock = FileLock::exclusive(&self.index_file, index_path)?;
-        let pack_end = self.pack.metadata().map_err(io(pack_path))?.len();
-        if pack_end + records.len() as u64 > MAX_PACK {
-            return Ok(None);
-        }
+        let mut pack_end = self.pack.metadata().map_err(io(pack_path))?.len();
         // An entry cut short (a writer killed mid-append) is cut off.
         let index_len = self.index_file.metadata().map_err(io(index_path))?.len();
-        let index_end = HEADER_LEN + (index_len - HEADER_LEN) / ENTRY_LEN as u64 * ENTRY_LEN as u64;
+        let mut index_end = HEADER_LEN + (index_len - HEADER_LEN) / ENTRY_LEN as u64 * ENTRY_LEN as u64;
+        if pack_end + records.len() as u64 > MAX_PACK {
+            if HEADER_LEN + records.len() as u64 > MAX_PACK {
+                return Ok(None);
+            }
+            // Full: the files start over, or no class would ever be kept again (the pack also
+            // holds records no entry points at: a class two JVMs kept at once, a JVM killed while
+            // appending). A JVM still serving from the old records reads other bytes where they
+            // were, which fail its checks: those classes are rewritten, never served wrong.
+            self.pack.set_len(HEADER_LEN).map_err(io(pack_path))?;
+            self.index_file.set_len(HEADER_LEN).map_err(io(index_path))?;
+            self.index.write().unwrap_or_else(|e| e.into_inner()).clear();
+            lock(&self.read_ahead).clear();
+            crate::diag!(Warn, "class cache {}: the pack reached its limit ({MAX_PACK} bytes) and was emptied; classes are kept again from now on", self.dir.display());
+            (pack_end, index_end) = (HEADER_LEN, HEADER_LEN);
+        }
+        // A write that fails (a full disk) leaves nothing behind: records that no entry points
+        // at would only fill the disk further, run after run.
+        let undo = |e| {
+            let _ = self.pack.set_len(pack_end);
+            let _ = self.index_file.set_len(index_end);
+            e
+        };
         // The records first: an index entry never points at bytes not yet written.
-        self.pack.write_all_at(&records, pack_end).map_err(io(pack_path))?;
+        self.pack.write_all_at(&records, pack_end).map_err(io(pack_path)).map_err(undo)?;
         let mut entries = Vec::with_capacity(batch.len());
         let mut raw = Vec::with_capacity(batch.len() * ENTRY_LEN);
         let mut offset = pack_end;
@@ -647,8 +672,8 @@ impl Files {
             raw.extend_from_slice(&e.check.to_le_bytes());
             entries.push((*hash, e));
         }
-        self.index_file.set_len(index_end).map_err(io(index_path))?;
-        self.index_file.write_all_at(&raw, index_end).map_err(io(index_path))?;
+        self.index_file.set_len(index_end).map_err(io(index_path)).map_err(undo)?;
+        self.index_file.write_all_at(&raw, index_end).map_err(io(index_path)).map_err(undo)?;
         Ok(Some((entries, records.len() as u64)))
     }
 }
@@ -657,6 +682,16 @@ impl Files {
 /// cache opens: a new build never reads an old build's records, and each build's files would
 /// stay forever.
 const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// What to report when `create_dir_all(dir)` failed with `e`: what is in the way, when something
+/// is (a file, a loop of symbolic links), rather than "File exists".
+fn why_not_a_dir(dir: &Path, e: std::io::Error) -> std::io::Error {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        Err(m) if e.kind() == std::io::ErrorKind::AlreadyExists => m,
+        _ => e,
+    }
+}
 
 /// Removes the stale cache files in `dir` (those named `classes-*.pack` or `.idx` whose stem is
 /// not `ours`); leaves every other file alone, and any error unreported (it only costs space).
@@ -676,19 +711,26 @@ fn remove_stale(dir: &Path, ours: &str) {
     }
 }
 
-/// Checks (or, in an empty file, writes) the header; returns the file's length.
+/// Checks (or, in an empty file or one whose header was cut short, writes) the header; returns
+/// the file's length.
 fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<u64, CacheError> {
     let io = |e| CacheError::Io(path.to_path_buf(), e);
     let len = f.metadata().map_err(io)?.len();
-    if len == 0 {
-        let mut h = [0u8; HEADER_LEN as usize];
-        h[..8].copy_from_slice(magic);
-        h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        f.write_all_at(&h, 0).map_err(io)?;
+    let mut ours = [0u8; HEADER_LEN as usize];
+    ours[..8].copy_from_slice(magic);
+    ours[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let mut h = [0u8; HEADER_LEN as usize];
+    if len < HEADER_LEN {
+        // A JVM killed while it wrote the header leaves the start of it: written again, or
+        // the cache would stay off in every later run.
+        let start = &mut h[..len as usize];
+        if f.read_exact_at(start, 0).is_err() || start != &ours[..len as usize] {
+            return Err(CacheError::NotACache(path.to_path_buf()));
+        }
+        f.write_all_at(&ours, 0).map_err(io)?;
         return Ok(HEADER_LEN);
     }
-    let mut h = [0u8; HEADER_LEN as usize];
-    if len < HEADER_LEN || f.read_exact_at(&mut h, 0).is_err() || &h[..8] != magic {
+    if f.read_exact_at(&mut h, 0).is_err() || h[..8] != ours[..8] {
         return Err(CacheError::NotACache(path.to_path_buf()));
     }
     let found = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
@@ -699,14 +741,19 @@ fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<u64, CacheErro
 }
 
 /// The entries of an index file `len` bytes long whose header was checked; a last entry cut
-/// short is left out.
-fn read_index(f: &File, path: &Path, len: u64) -> Result<FxHashMap<u128, Entry>, CacheError> {
+/// short is left out, and so is one that points outside a pack `pack_len` bytes long.
+fn read_index(f: &File, path: &Path, len: u64, pack_len: u64) -> Result<FxHashMap<u128, Entry>, CacheError> {
     let mut raw = vec![0u8; (len - HEADER_LEN) as usize];
     f.read_exact_at(&mut raw, HEADER_LEN).map_err(|e| CacheError::Io(path.to_path_buf(), e))?;
     let mut index = FxHashMap::default();
     for e in raw.chunks_exact(ENTRY_LEN) {
         let mut r = Reader(e);
         let (Some(hash), Some(offset), Some(len), Some(check)) = (r.u128(), r.u64(), r.u32(), r.u32()) else { continue };
+        // Its record is gone (a pack cut short) or the entry is damaged: it could only fail its
+        // check, after a damaged length had sized a buffer (up to 4 GiB).
+        if offset < HEADER_LEN || offset.checked_add(len as u64).is_none_or(|end| end > pack_len) {
+            continue;
+        }
         // A later entry for the same class (rewritten after its record proved unusable) wins.
         index.insert(hash, Entry { offset, len, check });
     }
