@@ -210,6 +210,9 @@ fn finish_output(r: io::Result<()>) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_cct(a: &CctArgs) -> anyhow::Result<ExitCode> {
+    if !(0.0..=100.0).contains(&a.min_percent) {
+        bail!("--min-percent must be between 0 and 100");
+    }
     let l = load(&a.store)?;
     let o = options(&a.build, a.filter.threads)?;
     let labeler = Labeler { graph: &l.graph, threads: &l.threads, lines: o.lines };

@@ -280,7 +280,7 @@ fn cmd_decode(path: &Path, ids: &[String], json: bool) -> anyhow::Result<ExitCod
             }
             [site, c, v] => {
                 let num = |s: &str| s.parse::<u64>().with_context(|| format!("{id:?}: {s:?} is not a number"));
-                let (site, call_id, version) = (u32::try_from(num(site)?).context("site id too large")?, num(c)?, num(v)?);
+                let (site, call_id, version) = (u32::try_from(num(site)?).map_err(|_| anyhow::anyhow!("{id:?}: site id {site} is too large (site ids are 32-bit)"))?, num(c)?, num(v)?);
                 (Decodable::Named(Named::Raw { site, call_id, version }), (site, call_id, version))
             }
             _ => bail!("{id:?} is neither an event number, @TOKEN nor SITE:CALLID:VERSION"),
@@ -304,7 +304,7 @@ fn cmd_stats(path: &Path) -> anyhow::Result<ExitCode> {
     let bytes = o.store.bytes_on_disk()?;
     let per = |n: u64| if n == 0 { 0.0 } else { bytes as f64 / n as f64 };
     println!("store            {}", path.display());
-    println!("closed cleanly   {}", if c.clean { "yes" } else { "no (killed or crashed; the flushed part is complete)" });
+    println!("closed cleanly   {}", if c.clean { "yes" } else { "no (killed or crashed, or files damaged after; the committed part is complete)" });
     println!("methods          {}", g.methods);
     println!("sites            {}", g.sites);
     println!("edges            {}", g.edges);

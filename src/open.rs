@@ -35,7 +35,12 @@ pub fn open_store(path: &Path) -> anyhow::Result<OpenedStore> {
             if tail.damaged { ", damaged" } else { "" }
         );
     } else if !store.commit().clean {
-        eprintln!("lucce: note: {} was not closed cleanly (the recording process was killed?); everything it flushed is here", path.display());
+        // The database keeps what came before a damaged spot of its files and drops the rest, so
+        // damage after a clean close reads like a kill too.
+        eprintln!(
+            "lucce: note: {} was not closed cleanly (the recording process was killed, or the files were damaged after it); everything committed before that is here",
+            path.display()
+        );
     }
     let graph = Graph::from_store(&store).context("replaying the graph log")?;
     let threads = store.threads()?.into_iter().map(|(id, t)| (id, t.name)).collect();

@@ -73,21 +73,34 @@ fn class_cache(a: &RecordArgs) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// Refuses a path JAVA_TOOL_OPTIONS cannot carry in the agent's options.
+fn check_carried(what: &str, p: &Path) -> anyhow::Result<()> {
+    let s = p.to_string_lossy();
+    if s.contains([' ', ',', '=']) {
+        bail!("the {what} path {s:?} contains a space, ',' or '=', which JAVA_TOOL_OPTIONS cannot carry");
+    }
+    Ok(())
+}
+
 pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
-    let agent = find_agent(a.agent.as_deref())?;
-    let agent = agent.canonicalize().with_context(|| format!("agent library {}", agent.display()))?;
+    // Each JVM's store goes below --out, which is where this command looks for them.
+    if a.agent_opts.split(',').any(|o| o.split_once('=').map_or(o, |(k, _)| k).trim() == "out") {
+        bail!("--agent-opts cannot set out=: the stores go below --out DIR, one per JVM (DIR/<pid>)");
+    }
     let out = a.out.clone().unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         PathBuf::from(format!("lucce-record-{t}"))
     });
+    // Checked before the directory is made, so that a refused path leaves nothing behind.
+    check_carried("output directory", &std::path::absolute(&out).unwrap_or_else(|_| out.clone()))?;
+    let agent = find_agent(a.agent.as_deref())?;
+    let agent = agent.canonicalize().with_context(|| format!("agent library {}", agent.display()))?;
+    check_carried("agent library", &agent)?;
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let out = out.canonicalize().with_context(|| format!("{}", out.display()))?;
-    for (what, p) in [("agent library", &agent), ("output directory", &out)] {
-        let s = p.to_string_lossy();
-        if s.contains([' ', ',', '=']) {
-            bail!("the {what} path {s:?} contains a space, ',' or '=', which JAVA_TOOL_OPTIONS cannot carry");
-        }
-    }
+    check_carried("output directory", &out)?;
+    // A directory of earlier recordings: only this run's stores are reported as new.
+    let earlier = lucce_log_format::stores_below(&out);
     let mut opts = format!("out={}/%p,summary=off", out.display());
     if let Some(cache) = class_cache(a) {
         // The agent creates it; an unusable one costs the run its speed-up, nothing else.
@@ -108,12 +121,23 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
         .env("JAVA_TOOL_OPTIONS", &tool_opts)
         .status()
         .with_context(|| format!("cannot run {:?}", a.command[0]))?;
-    let stores = lucce_log_format::stores_below(&out);
+    let stores: Vec<PathBuf> = lucce_log_format::stores_below(&out).into_iter().filter(|s| !earlier.contains(s)).collect();
+    if !earlier.is_empty() {
+        eprintln!("lucce: {} store(s) of earlier runs in {} left as they were", earlier.len(), out.display());
+    }
+    let code = status.code().unwrap_or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        128 + status.signal().unwrap_or(0)
+    });
     match stores.as_slice() {
-        [] => eprintln!(
-            "lucce: no JVM recorded anything into {}: the command started no JVM, or the agent refused its options (its message, if any, is above)",
-            out.display()
-        ),
+        [] => {
+            eprintln!(
+                "lucce: no JVM recorded anything into {}: the command started no JVM, or the agent refused its options (its message, if any, is above)",
+                out.display()
+            );
+            // Nothing was recorded: not a success, whatever the command's own status.
+            return Ok(ExitCode::from(code.clamp(1, 255) as u8));
+        }
         [one] => eprintln!("lucce: store {} (try `lucce events {}`)", one.display(), one.display()),
         many => {
             eprintln!("lucce: {} JVMs recorded, one store each:", many.len());
@@ -122,9 +146,5 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let code = status.code().unwrap_or_else(|| {
-        use std::os::unix::process::ExitStatusExt;
-        128 + status.signal().unwrap_or(0)
-    });
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

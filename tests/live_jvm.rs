@@ -13,7 +13,7 @@
 //! the run-time class path (the agent defines the real one).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -834,6 +834,26 @@ fn lucce_record_and_its_class_cache() {
     assert_eq!(cache_files(&tmp.path().join("xdg")), 0, "--no-class-cache wrote a cache");
     record(&tmp.path().join("r4"), &[]);
     assert_eq!(cache_files(&tmp.path().join("xdg/lucce/classes")), 2, "no cache at the default place");
+
+    // Again into r1, which holds a store: only the new one is reported. Then a command that
+    // starts no JVM: nothing recorded, exit status 1.
+    let again = |out: &Path, command: &[&OsStr]| {
+        let mut cmd = Command::new(lucce_bin());
+        cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+        cmd.env("LUCCE_AGENT", agent_lib()).arg("record").arg("--out").arg(out).arg("--no-class-cache").arg("--").args(command);
+        run(cmd, &format!("lucce record {}", out.display()))
+    };
+    let r1 = tmp.path().join("r1");
+    let old = lucce_log_format::stores_below(&r1);
+    let o = again(&r1, &[tool("java").as_os_str(), OsStr::new("-cp"), classes().as_os_str(), OsStr::new("LiveLoader")]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let new: Vec<_> = lucce_log_format::stores_below(&r1).into_iter().filter(|s| !old.contains(s)).collect();
+    assert_eq!((old.len(), new.len()), (1, 1), "{}", o.stderr);
+    assert!(o.stderr.contains(&format!("lucce: store {}", new[0].display())), "{}", o.stderr);
+    assert!(!o.stderr.contains(&old[0].display().to_string()) && o.stderr.contains("1 store(s) of earlier runs"), "{}", o.stderr);
+    let o = again(&tmp.path().join("r5"), &[OsStr::new("true")]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert!(o.stderr.contains("no JVM recorded anything"), "{}", o.stderr);
 }
 
 #[test]

@@ -91,6 +91,10 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let p = |s: &str| dir.path().join(s).to_str().unwrap().to_string();
     assert_clean_error(&["stats", &p("missing")], "no such store");
+    // `lucce record`'s own arguments, checked before anything runs or is made.
+    assert_clean_error(&["record", "--agent-opts", "sample=10,out=x", "--", "true"], "--out dir");
+    assert_clean_error(&["record", "--out", &p("a b"), "--", "true"], "cannot carry");
+    assert!(!Path::new(&p("a b")).exists(), "a refused --out was made");
     std::fs::write(p("file"), b"hello").unwrap();
     assert_clean_error(&["events", &p("file")], "not a lucce store");
     std::fs::create_dir(p("empty")).unwrap();
@@ -108,6 +112,8 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
     assert_clean_error(&["decode", &p("s"), "5:0:1"], "does not decode");
     assert_clean_error(&["decode", &p("s"), "123456:0:1"], "unknown site");
     assert_clean_error(&["decode", &p("s"), "abc"], "neither an event number");
+    assert_clean_error(&["decode", &p("s"), "4294967296:0:0"], "site id 4294967296 is too large");
+    assert_clean_error(&["cct", &p("s"), "--min-percent", "nan"], "between 0 and 100");
     let (code, out, _) = lucce(&["decode", &p("s"), "0", "--json"]);
     assert_eq!(code, 0);
     assert!(out.contains("\"frames\":[{"), "{out}");
@@ -120,6 +126,27 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
         db.flush().unwrap();
     }
     assert_clean_error(&["stats", &p("s")], "format version 99");
+}
+
+#[test]
+fn a_commit_mark_past_the_stream_is_refused_before_anything_is_sized_by_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    small_store(&store);
+    // The commit mark (methods, sites, graph, events: u64 each, then the clean flag) damaged to
+    // count 2^50 events: the CCT builder used to allocate one slot per 2^16 of them up front.
+    {
+        let db = sled::Config::new().path(&store).open().unwrap();
+        let header = db.open_tree("header").unwrap();
+        let mut mark = header.get("commit").unwrap().unwrap().to_vec();
+        mark[24..32].copy_from_slice(&(1u64 << 50).to_le_bytes());
+        header.insert("commit", mark).unwrap();
+        db.flush().unwrap();
+    }
+    let s = store.to_str().unwrap();
+    for cmd in ["cct", "flame", "stats", "events"] {
+        assert_clean_error(&[cmd, s], &format!("event {} is not in the store", (1u64 << 50) - 1));
+    }
 }
 
 #[test]

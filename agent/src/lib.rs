@@ -42,7 +42,14 @@ pub unsafe extern "C" fn Agent_OnLoad(vm: *mut JavaVM, options: *const c_char, _
             String::new()
         } else {
             // SAFETY: the JVM passes a NUL-terminated string valid during this call.
-            unsafe { CStr::from_ptr(options) }.to_string_lossy().into_owned()
+            match unsafe { CStr::from_ptr(options) }.to_str() {
+                Ok(t) => t.to_string(),
+                // Paths with their bytes replaced would be other paths.
+                Err(_) => {
+                    eprintln!("lucce-agent: the agent's options are not UTF-8 text; the JVM continues WITHOUT the agent");
+                    return;
+                }
+            }
         };
         let opts = match options::Options::parse(&text) {
             Ok(o) => o,

@@ -16,6 +16,18 @@ pub enum OptionsError {
     UnknownKey(String),
     #[error("bad value '{value}' for option '{key}': {why}")]
     BadValue { key: String, value: String, why: &'static str },
+    #[error("option '{0}' holds a control character (a newline or a tab inside it?)")]
+    ControlCharacter(String),
+}
+
+/// An option as an error quotes it: a long one (a file read into the option string by mistake)
+/// is cut, so that the message stays one readable line.
+fn quoted(s: &str) -> String {
+    const MAX: usize = 80;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_string(),
+    }
 }
 
 const KNOWN: &[&str] =
@@ -115,8 +127,11 @@ impl Options {
     pub fn parse(s: &str) -> Result<Options, OptionsError> {
         let mut o = Options::default();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let (key, value) = item.split_once('=').ok_or_else(|| OptionsError::NotKeyValue(item.to_string()))?;
-            let bad = |why| OptionsError::BadValue { key: key.to_string(), value: value.to_string(), why };
+            if item.chars().any(char::is_control) {
+                return Err(OptionsError::ControlCharacter(quoted(&item.escape_debug().to_string())));
+            }
+            let (key, value) = item.split_once('=').ok_or_else(|| OptionsError::NotKeyValue(quoted(item)))?;
+            let bad = |why| OptionsError::BadValue { key: quoted(key), value: quoted(value), why };
             match key {
                 "out" if !value.is_empty() => o.out = Some(expand_path(value)),
                 "out" => return Err(bad("expected a directory path")),
@@ -165,7 +180,7 @@ impl Options {
                         .filter(|&n: &usize| n == 0 || (n.is_power_of_two() && (2..=1 << 24).contains(&n)))
                         .ok_or_else(|| bad("expected 0 (none) or a power of two from 2 to 16777216"))?
                 }
-                _ => return Err(OptionsError::UnknownKey(key.to_string())),
+                _ => return Err(OptionsError::UnknownKey(quoted(key))),
             }
         }
         Ok(o)
@@ -330,5 +345,11 @@ mod tests {
         assert_eq!(Options::parse("cache=/tmp/c").unwrap().cache, Some(PathBuf::from("/tmp/c")));
         assert_eq!(Options::parse("cache=/tmp/c,cache=off").unwrap().cache, None);
         assert_eq!(Options::parse("").unwrap().cache, None);
+        // A newline inside a value would otherwise name a file `off\nloglevel=warn`.
+        let e = Options::parse("summary=off\nloglevel=warn").unwrap_err();
+        assert_eq!(e, OptionsError::ControlCharacter("summary=off\\nloglevel=warn".into()), "shown escaped, on one line");
+        assert!(Options::parse("summary=off,\n").is_ok(), "whitespace around an option is not inside it");
+        let long = Options::parse(&"k".repeat(100_000)).unwrap_err().to_string();
+        assert!(long.len() < 200 && long.contains("k…"), "{long}");
     }
 }

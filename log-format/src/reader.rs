@@ -137,7 +137,19 @@ impl StoreReader {
             .get(Tree::Header, COMMIT_KEY)?
             .and_then(|b| Commit::decode(&b))
             .ok_or_else(|| StoreError::Corrupt("missing or damaged commit mark".into()))?;
-        Ok(StoreReader { db, commit, path })
+        let reader = StoreReader { db, commit, path };
+        // Readers size their work by the commit mark (the CCT builder's packets): a damaged one
+        // that counts past the stream is refused here, not met as an allocation of petabytes.
+        if let Some(last) = commit.events.checked_sub(1) {
+            match reader.events_range(last..commit.events).next() {
+                Some(Ok(_)) => {}
+                Some(Err(StoreError::Corrupt(_))) | None => {
+                    return Err(StoreError::Corrupt(format!("the commit mark says {} events, but event {last} is not in the store", commit.events)))
+                }
+                Some(Err(e)) => return Err(e),
+            }
+        }
+        Ok(reader)
     }
 
     pub fn path(&self) -> &Path {

@@ -259,7 +259,7 @@ pub fn encode_block<T: BlockRecord>(records: &Vec<T>) -> Vec<u8> {
 pub fn decode_block<T: BlockRecord>(bytes: &[u8]) -> Result<Vec<T>, String> {
     let mut scratch = AlignedVec::<16>::new();
     let count = checked_payload::<T>(bytes, &mut scratch)?;
-    let records = T::decode(&scratch).map_err(|e| format!("block does not decode: {e}"))?;
+    let records = T::decode(&scratch).map_err(|_| undecodable("block"))?;
     if records.len() != count {
         return Err(format!("block says {count} records but holds {}", records.len()));
     }
@@ -327,7 +327,7 @@ fn checked_payload<T: BlockRecord>(bytes: &[u8], scratch: &mut AlignedVec<16>) -
 pub fn decode_event_cores(bytes: &[u8], scratch: &mut AlignedVec<16>, out: &mut Vec<EventCore>) -> Result<usize, String> {
     let count = checked_payload::<EventRecord>(bytes, scratch)?;
     let records = rkyv::access::<rkyv::vec::ArchivedVec<ArchivedEventRecord>, RkyvError>(scratch)
-        .map_err(|e| format!("block does not decode: {e}"))?;
+        .map_err(|_| undecodable("block"))?;
     if records.len() != count {
         return Err(format!("block says {count} records but holds {}", records.len()));
     }
@@ -351,10 +351,16 @@ pub fn encode_thread(t: &ThreadRecord) -> Vec<u8> {
     rkyv::to_bytes::<RkyvError>(t).expect("serializing into memory cannot fail").to_vec()
 }
 
+/// The error for bytes rkyv refuses. Its own error says nothing in a release build (rancor keeps
+/// the details only with debug assertions), only how to get them: not for a user.
+fn undecodable(what: &str) -> String {
+    format!("{what} does not decode (its bytes are damaged)")
+}
+
 pub fn decode_thread(bytes: &[u8]) -> Result<ThreadRecord, String> {
     let mut aligned = AlignedVec::<16>::with_capacity(bytes.len());
     aligned.extend_from_slice(bytes);
-    rkyv::from_bytes::<ThreadRecord, RkyvError>(&aligned).map_err(|e| format!("thread record does not decode: {e}"))
+    rkyv::from_bytes::<ThreadRecord, RkyvError>(&aligned).map_err(|_| undecodable("thread record"))
 }
 
 #[cfg(test)]
