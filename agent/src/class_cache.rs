@@ -67,6 +67,8 @@ pub enum CacheError {
     Version { path: PathBuf, found: u32 },
     #[error("{0} is locked by another process")]
     Locked(PathBuf),
+    #[error("{0} is not a regular file (remove it or use another cache directory)")]
+    NotAFile(PathBuf),
 }
 
 /// Where an index entry points.
@@ -316,6 +318,9 @@ impl ClassCache {
         let open = |ext: &str| {
             let p = dir.join(format!("{stem}.{ext}"));
             match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&p) {
+                // A device or a pipe would take records and give none back (/dev/null), or fail
+                // at every read with a message that says nothing about why.
+                Ok(f) if !f.metadata().is_ok_and(|m| m.is_file()) => Err(CacheError::NotAFile(p)),
                 Ok(f) => Ok((f, p)),
                 Err(e) => Err(CacheError::Io(p, e)),
             }

@@ -237,6 +237,10 @@ fn foreign_files_are_refused() {
     std::fs::write(&pack, b"some other file").unwrap();
     assert!(matches!(ClassCache::open(dir.path(), true), Err(CacheError::NotACache(p)) if p == pack));
     assert_eq!(std::fs::read(&pack).unwrap(), b"some other file");
+    // A pack that is not a regular file (here /dev/null, which would swallow every record).
+    std::fs::remove_file(&pack).unwrap();
+    std::os::unix::fs::symlink("/dev/null", &pack).unwrap();
+    assert!(matches!(ClassCache::open(dir.path(), true), Err(CacheError::NotAFile(p)) if p == pack));
     // A directory that cannot be made.
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"").unwrap();
