@@ -84,6 +84,8 @@ struct Entry {
 #[derive(Debug, Default, Serialize, Clone)]
 pub struct CacheStats {
     pub dir: String,
+    /// Opened read-only: served what it held, kept nothing.
+    pub read_only: bool,
     /// Classes in the index when the run began.
     pub entries_at_start: u64,
     /// Classes served from the cache.
@@ -148,6 +150,8 @@ struct Files {
 pub struct ClassCache {
     files: Arc<Files>,
     alloc_sites: bool,
+    /// Opened read-only (`ClassCache::open`): classes it lacks are rewritten, not kept.
+    read_only: bool,
     /// Classes not yet handed to the writer, and their bytes.
     pending: Mutex<(Batch, usize)>,
     /// The thread that makes and writes the records, so that no load waits for that or for the
@@ -315,9 +319,9 @@ impl ClassCache {
     pub fn open(dir: &Path, alloc_sites: bool) -> Result<ClassCache, CacheError> {
         std::fs::create_dir_all(dir).map_err(|e| CacheError::Io(dir.to_path_buf(), why_not_a_dir(dir, e)))?;
         let stem = format!("classes-{}-{}", env!("LUCCE_AGENT_SOURCE_HASH"), if alloc_sites { "a" } else { "n" });
-        let open = |ext: &str| {
+        let open = |ext: &str, write: bool| {
             let p = dir.join(format!("{stem}.{ext}"));
-            match OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&p) {
+            match OpenOptions::new().read(true).write(write).create(write).truncate(false).open(&p) {
                 // A device or a pipe would take records and give none back (/dev/null), or fail
                 // at every read with a message that says nothing about why.
                 Ok(f) if !f.metadata().is_ok_and(|m| m.is_file()) => Err(CacheError::NotAFile(p)),
@@ -325,14 +329,29 @@ impl ClassCache {
                 Err(e) => Err(CacheError::Io(p, e)),
             }
         };
-        let (pack, pack_path) = open("pack")?;
-        let (index_file, index_path) = open("idx")?;
+        let writable = open("pack", true).and_then(|pack| Ok((pack, open("idx", true)?)));
+        let ((pack, pack_path), (index_file, index_path), read_only) = match writable {
+            Ok((pack, index)) => (pack, index, false),
+            // A cache this process may only read (another user's, a read-only file system) is
+            // served as it is, and keeps nothing new.
+            Err(CacheError::Io(path, e)) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)) => {
+                match (open("pack", false), open("idx", false)) {
+                    (Ok(pack), Ok(index)) => (pack, index, true),
+                    (Err(CacheError::Io(..)), _) | (_, Err(CacheError::Io(..))) => {
+                        let why = format!("{e}, and it holds no classes of this agent build to read");
+                        return Err(CacheError::Io(path, std::io::Error::new(e.kind(), why)));
+                    }
+                    (Err(other), _) | (_, Err(other)) => return Err(other),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         let index = {
             // Headers are written under the lock, so two JVMs starting on an empty directory
             // do not both write them.
             let _lock = FileLock::exclusive(&index_file, &index_path)?;
-            let pack_len = check_header(&pack, &pack_path, PACK_MAGIC)?;
-            let len = check_header(&index_file, &index_path, INDEX_MAGIC)?;
+            let pack_len = check_header(&pack, &pack_path, PACK_MAGIC, !read_only)?;
+            let len = check_header(&index_file, &index_path, INDEX_MAGIC, !read_only)?;
             read_index(&index_file, &index_path, len, pack_len)?
         };
         // Used now: not stale for another build's JVM (`remove_stale`) for a week.
@@ -356,7 +375,7 @@ impl ClassCache {
             bytes_written: AtomicU64::new(0),
             records_cpu_ns: AtomicU64::new(0),
         };
-        Ok(ClassCache { files: Arc::new(files), alloc_sites, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
+        Ok(ClassCache { files: Arc::new(files), alloc_sites, read_only, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
     }
 
     /// Gives `reg` the class `class` would become, served from the cache when it holds the class
@@ -383,7 +402,9 @@ impl ClassCache {
         // class, the same but for the short pushes of small ids.
         let r = rewritten(class, reg, output)?;
         f.misses.fetch_add(1, Ordering::Relaxed);
-        self.keep(hash, Kept::Class(class.to_vec()));
+        if !self.read_only {
+            self.keep(hash, Kept::Class(class.to_vec()));
+        }
         Ok(r)
     }
 
@@ -413,7 +434,9 @@ impl ClassCache {
         self.files.misses.fetch_add(1, Ordering::Relaxed);
         // The writer thread rewrites it again with ids from `next` on, which a later run's
         // registry must give again (`hit`), whatever ids this run gave it.
-        self.keep(key, Kept::Exact { class: class.to_vec(), first: next });
+        if !self.read_only {
+            self.keep(key, Kept::Exact { class: class.to_vec(), first: next });
+        }
         Ok(r)
     }
 
@@ -531,6 +554,7 @@ impl ClassCache {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         CacheStats {
             dir: f.dir.display().to_string(),
+            read_only: self.read_only,
             entries_at_start: f.entries_at_start,
             hits: get(&f.hits),
             misses: get(&f.misses),
@@ -716,9 +740,9 @@ fn remove_stale(dir: &Path, ours: &str) {
     }
 }
 
-/// Checks (or, in an empty file or one whose header was cut short, writes) the header; returns
-/// the file's length.
-fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<u64, CacheError> {
+/// Checks (or, in an empty file or one whose header was cut short, writes if `writable`) the
+/// header; returns the file's length.
+fn check_header(f: &File, path: &Path, magic: &[u8; 8], writable: bool) -> Result<u64, CacheError> {
     let io = |e| CacheError::Io(path.to_path_buf(), e);
     let len = f.metadata().map_err(io)?.len();
     let mut ours = [0u8; HEADER_LEN as usize];
@@ -731,6 +755,9 @@ fn check_header(f: &File, path: &Path, magic: &[u8; 8]) -> Result<u64, CacheErro
         let start = &mut h[..len as usize];
         if f.read_exact_at(start, 0).is_err() || start != &ours[..len as usize] {
             return Err(CacheError::NotACache(path.to_path_buf()));
+        }
+        if !writable {
+            return Err(io(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "holds no header yet, and this process may not write it")));
         }
         f.write_all_at(&ours, 0).map_err(io)?;
         return Ok(HEADER_LEN);

@@ -445,3 +445,51 @@ fn write_into_a_limited_file() {
     assert_eq!(s.stored, 0, "{s:?}");
     println!("child: dropped {}", s.dropped);
 }
+
+#[test]
+fn a_cache_this_user_may_only_read_is_served_as_it_is() {
+    // SAFETY: geteuid reads the process's credentials, nothing else.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root, to run a child process as another user");
+        return;
+    }
+    let classes = jdk_classes();
+    let dir = filled(&classes, &direct(&classes));
+    let (pack, index) = files(dir.path());
+    let before = (std::fs::read(&pack).unwrap(), std::fs::read(&index).unwrap());
+    // Readable by everyone, writable by root alone.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child.args(["--exact", "serve_a_cache_this_user_may_only_read", "--ignored", "--nocapture", "--test-threads=1"]).env(CHILD_DIR, dir.path());
+    // SAFETY: between fork and exec only async-signal-safe calls (setgroups, setgid, setuid).
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        child.pre_exec(|| {
+            let nobody: libc::uid_t = 65534;
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(nobody) != 0 || libc::setuid(nobody) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = child.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains(&format!("child: served {} read-only", classes.len())), "child failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!((std::fs::read(&pack).unwrap(), std::fs::read(&index).unwrap()) == before, "a read-only cache changed");
+}
+
+/// The child of [`a_cache_this_user_may_only_read_is_served_as_it_is`], run as another user.
+#[test]
+#[ignore = "run by a_cache_this_user_may_only_read_is_served_as_it_is"]
+fn serve_a_cache_this_user_may_only_read() {
+    let Some(dir) = std::env::var_os(CHILD_DIR) else { return };
+    let classes = jdk_classes();
+    let cache = open(Path::new(&dir));
+    assert!(served(&cache, &classes) == direct(&classes));
+    cache.flush();
+    let s = cache.stats();
+    assert!(s.read_only, "{s:?}");
+    assert_eq!((counts(&s), s.stored), ((classes.len() as u64, 0, 0), 0), "{s:?}");
+    println!("child: served {} read-only", s.hits);
+}
