@@ -453,12 +453,20 @@ fn a_cache_this_user_may_only_read_is_served_as_it_is() {
         eprintln!("skipped: needs root, to run a child process as another user");
         return;
     }
+    // The child runs this test binary as `nobody`: every directory above it must let others in
+    // (a checkout under a private `mktemp -d` does not).
+    use std::os::unix::fs::PermissionsExt;
+    let exe = std::env::current_exe().unwrap();
+    let others_may = |p: &Path, bits: u32| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & bits == bits);
+    if !others_may(&exe, 0o005) || !exe.ancestors().skip(1).all(|d| others_may(d, 0o001)) {
+        eprintln!("skipped: {} is not reachable by other users", exe.display());
+        return;
+    }
     let classes = jdk_classes();
     let dir = filled(&classes, &direct(&classes));
     let (pack, index) = files(dir.path());
     let before = (std::fs::read(&pack).unwrap(), std::fs::read(&index).unwrap());
     // Readable by everyone, writable by root alone.
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap());
     child.args(["--exact", "serve_a_cache_this_user_may_only_read", "--ignored", "--nocapture", "--test-threads=1"]).env(CHILD_DIR, dir.path());
