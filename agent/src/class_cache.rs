@@ -335,9 +335,10 @@ impl ClassCache {
             // A cache this process may only read (another user's, a read-only file system) is
             // served as it is, and keeps nothing new.
             Err(CacheError::Io(path, e)) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)) => {
+                let missing = |r: &Result<_, CacheError>| matches!(r, Err(CacheError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound);
                 match (open("pack", false), open("idx", false)) {
                     (Ok(pack), Ok(index)) => (pack, index, true),
-                    (Err(CacheError::Io(..)), _) | (_, Err(CacheError::Io(..))) => {
+                    (p, i) if missing(&p) || missing(&i) => {
                         let why = format!("{e}, and it holds no classes of this agent build to read");
                         return Err(CacheError::Io(path, std::io::Error::new(e.kind(), why)));
                     }
