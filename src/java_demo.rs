@@ -65,10 +65,13 @@ pub fn record_example(dir: &Path) -> anyhow::Result<PathBuf> {
     let (stub, classes, store) = (dir.join("stub"), dir.join("classes"), dir.join("store"));
     run(Command::new(jdk_tool("javac")).arg("-d").arg(&stub).arg(src.join("lucce/Lucce.java")), "javac (API stub)")?;
     run(Command::new(jdk_tool("javac")).arg("-cp").arg(&stub).arg("-d").arg(&classes).arg(src.join("demo/Shop.java")), "javac (example)")?;
-    println!("$ java -agentpath:{}=out={},verify=1 -cp {} demo.Shop", agent.display(), store.display(), classes.display());
+    // The example parses an expression 3,000 parentheses deep: more stack than the default.
+    let agent_opt = format!("-agentpath:{}=out={},verify=1,summary=off", agent.display(), store.display());
+    // What runs, as the user can run it again.
+    println!("$ java -Xss64m {agent_opt} -cp {} demo.Shop", classes.display());
     let status = Command::new(jdk_tool("java"))
         .arg("-Xss64m")
-        .arg(format!("-agentpath:{}=out={},verify=1,summary=off", agent.display(), store.display()))
+        .arg(&agent_opt)
         .arg("-cp")
         .arg(&classes)
         .arg("demo.Shop")

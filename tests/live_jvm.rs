@@ -499,6 +499,19 @@ fn threads_and_pools() {
     Scenario::new("LiveThreads").sample().expect(THREAD_MARKS).run();
 }
 
+/// Classes left alone with `exclude=` are frames lucce cannot see, and `lucce verify` leaves them
+/// out of the JVM's stacks too: the pools' `FutureTask.run` and `ThreadPoolExecutor` frames in
+/// the middle of a trace, `Thread.run` at its bottom.
+#[test]
+fn excluded_classes_are_left_out_of_verified_stacks() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    let out = run_java("LiveThreads", &format!("out={},verify=1,summary=off,exclude=java.util.concurrent.*;java.lang.Thread", store.display()), &[]);
+    assert_eq!(out.code, Some(0), "LiveThreads failed:\n{}", out.stderr);
+    let v = verify("LiveThreads with exclude=", &store);
+    assert!(v.verified >= THREAD_MARKS.len() as u64, "{} verified", v.verified);
+}
+
 /// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
 /// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
 /// table came with the first slow entry, every thread when it came with the first probe).

@@ -1219,7 +1219,8 @@ impl Recorder {
     }
 
     /// The stack `Throwable` shows here, minus what lucce cannot see by its rule: lucce's own
-    /// frames and native methods (hidden frames are omitted by the JVM already).
+    /// frames, native methods and the classes the options leave alone (`include=`/`exclude=`;
+    /// hidden frames are omitted by the JVM already).
     fn truth(&self, env: Jni) -> Option<Vec<TruthFrame>> {
         let text = self.call_helper(env, |h| h.truth)?;
         let capped = text.starts_with("capped\n");
@@ -1228,7 +1229,7 @@ impl Recorder {
             .filter_map(|l| {
                 let mut p = l.split('\t');
                 let (class, method, file, line) = (p.next()?, p.next()?, p.next()?, p.next()?.parse::<i32>().ok()?);
-                (!class.starts_with("lucce.") && line != -2).then(|| TruthFrame {
+                (!class.starts_with("lucce.") && line != -2 && crate::hook::class_wanted(class)).then(|| TruthFrame {
                     class: class.to_string(),
                     method: method.to_string(),
                     file: (!file.is_empty()).then(|| file.to_string()),

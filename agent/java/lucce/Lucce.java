@@ -13,9 +13,11 @@ public final class Lucce {
 
     /**
      * A token for the calling context of this call, line included, to store with a tool's own
-     * data and decode later with {@code lucce decode STORE TOKEN}. Equal contexts give equal tokens;
-     * tokens are positive and valid only for the store of this run. Returns 0 when the agent is not
-     * recording.
+     * data and decode later with {@code lucce decode STORE TOKEN}. The same method, line and
+     * encoded context give the same token; the same context reached again at a later graph
+     * version may give another, which decodes to the same trace. Tokens are positive and valid
+     * only for the store of this run. Returns 0 when the agent no longer records (the JVM is
+     * shutting down) or cannot place the calling frame.
      */
     public static native long context();
 }
