@@ -99,6 +99,9 @@ pub struct CacheStats {
     /// Records not written: the pack was full, a write failed, or the class could not be
     /// rewritten with placeholder ids.
     pub dropped: u64,
+    /// Records not written because another JVM sharing the directory had kept the class since
+    /// this one opened the cache.
+    pub already_kept: u64,
     /// Bytes of records written.
     pub bytes_written: u64,
     /// CPU time spent making and writing records off the load hook (the writer thread, and
@@ -122,6 +125,18 @@ impl Kept {
     }
 }
 
+/// What [`Files::append`] did.
+struct Appended {
+    /// The entries of the records it wrote.
+    ours: Vec<(u128, Entry)>,
+    /// The entries other JVMs wrote since this one last looked.
+    theirs: Vec<(u128, Entry)>,
+    /// Bytes of records written.
+    bytes: u64,
+    /// Records not written: other JVMs had kept their classes.
+    already_kept: u64,
+}
+
 /// Classes waiting for their records: (key, what the record is made of).
 type Batch = Vec<(u128, Kept)>;
 /// Records waiting to be written: (key, record).
@@ -137,7 +152,11 @@ struct Files {
     index_file: File,
     index_path: PathBuf,
     index: RwLock<FxHashMap<u128, Entry>>,
+    /// Where the index file's entries this JVM has read (or written) end: past it are those other
+    /// JVMs appended since (`Files::append`).
+    index_read_to: AtomicU64,
     entries_at_start: u64,
+    already_kept: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     unusable: AtomicU64,
@@ -353,8 +372,10 @@ impl ClassCache {
             let _lock = FileLock::exclusive(&index_file, &index_path)?;
             let pack_len = check_header(&pack, &pack_path, PACK_MAGIC, !read_only)?;
             let len = check_header(&index_file, &index_path, INDEX_MAGIC, !read_only)?;
-            read_index(&index_file, &index_path, len, pack_len)?
+            let end = entries_end(len);
+            (read_entries(&index_file, &index_path, HEADER_LEN, end, pack_len)?.into_iter().collect::<FxHashMap<_, _>>(), end)
         };
+        let (index, index_read_to) = index;
         // Used now: not stale for another build's JVM (`remove_stale`) for a week.
         let now = std::time::SystemTime::now();
         let _ = (pack.set_modified(now), index_file.set_modified(now));
@@ -367,6 +388,8 @@ impl ClassCache {
             index_file,
             index_path,
             entries_at_start: index.len() as u64,
+            index_read_to: AtomicU64::new(index_read_to),
+            already_kept: AtomicU64::new(0),
             index: RwLock::new(index),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -562,6 +585,7 @@ impl ClassCache {
             unusable: get(&f.unusable),
             stored: get(&f.stored),
             dropped: get(&f.dropped),
+            already_kept: get(&f.already_kept),
             bytes_written: get(&f.bytes_written),
             records_cpu_ns: get(&f.records_cpu_ns),
         }
@@ -633,10 +657,12 @@ impl Files {
         }
         let n = batch.len() as u64;
         match self.append(batch) {
-            Ok(Some((entries, bytes))) => {
-                self.index.write().unwrap_or_else(|e| e.into_inner()).extend(entries);
-                self.stored.fetch_add(n, Ordering::Relaxed);
-                self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+            Ok(Some(a)) => {
+                // Other JVMs' entries first: where a class is in both, this one's is the newer.
+                self.index.write().unwrap_or_else(|e| e.into_inner()).extend(a.theirs.into_iter().chain(a.ours));
+                self.stored.fetch_add(n - a.already_kept, Ordering::Relaxed);
+                self.already_kept.fetch_add(a.already_kept, Ordering::Relaxed);
+                self.bytes_written.fetch_add(a.bytes, Ordering::Relaxed);
             }
             Ok(None) => {
                 crate::diag!(Info, "class cache {}: the pack is full ({MAX_PACK} bytes); {n} classes not kept", self.dir.display());
@@ -649,25 +675,21 @@ impl Files {
         }
     }
 
-    /// The new index entries and the bytes written; None when the pack is full.
-    #[allow(clippy::type_complexity)]
-    fn append(&self, batch: &Records) -> Result<Option<(Vec<(u128, Entry)>, u64)>, CacheError> {
+    /// Writes `batch`'s records but those of classes other JVMs kept since this one last looked;
+    /// None when the pack is full.
+    fn append(&self, batch: &Records) -> Result<Option<Appended>, CacheError> {
         let (pack_path, index_path) = (&self.pack_path, &self.index_path);
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |e| CacheError::Io(p, e)
         };
-        let mut records = Vec::with_capacity(batch.iter().map(|(_, r)| r.len()).sum());
-        for (_, r) in batch {
-            records.extend_from_slice(r);
-        }
+        let size: u64 = batch.iter().map(|(_, r)| r.len() as u64).sum();
         let _lock = FileLock::exclusive(&self.index_file, index_path)?;
         let mut pack_end = self.pack.metadata().map_err(io(pack_path))?.len();
         // An entry cut short (a writer killed mid-append) is cut off.
-        let index_len = self.index_file.metadata().map_err(io(index_path))?.len();
-        let mut index_end = HEADER_LEN + (index_len - HEADER_LEN) / ENTRY_LEN as u64 * ENTRY_LEN as u64;
-        if pack_end + records.len() as u64 > MAX_PACK {
-            if HEADER_LEN + records.len() as u64 > MAX_PACK {
+        let mut index_end = entries_end(self.index_file.metadata().map_err(io(index_path))?.len());
+        if pack_end + size > MAX_PACK {
+            if HEADER_LEN + size > MAX_PACK {
                 return Ok(None);
             }
             // Full: the files start over, or no class would ever be kept again (the pack also
@@ -680,6 +702,19 @@ impl Files {
             lock(&self.read_ahead).clear();
             crate::diag!(Warn, "class cache {}: the pack reached its limit ({MAX_PACK} bytes) and was emptied; classes are kept again from now on", self.dir.display());
             (pack_end, index_end) = (HEADER_LEN, HEADER_LEN);
+            self.index_read_to.store(HEADER_LEN, Ordering::Relaxed);
+        }
+        // JVMs started together (a build tool's forks, a test suite's) miss the same classes: a
+        // class another one kept since this one last looked is not kept twice, and is served by
+        // this one from now on. (Fewer entries than last time: another JVM emptied the files.)
+        let seen = self.index_read_to.load(Ordering::Relaxed);
+        let theirs = read_entries(&self.index_file, index_path, if seen <= index_end { seen } else { HEADER_LEN }, index_end, pack_end)?;
+        let kept: rustc_hash::FxHashSet<u128> = theirs.iter().map(|(k, _)| *k).collect();
+        let total = batch.len();
+        let batch: Vec<&(u128, Vec<u8>)> = batch.iter().filter(|(k, _)| !kept.contains(k)).collect();
+        let mut records = Vec::with_capacity(batch.iter().map(|(_, r)| r.len()).sum());
+        for (_, r) in &batch {
+            records.extend_from_slice(r);
         }
         // A write that fails (a full disk) leaves nothing behind: records that no entry points
         // at would only fill the disk further, run after run.
@@ -693,18 +728,19 @@ impl Files {
         let mut entries = Vec::with_capacity(batch.len());
         let mut raw = Vec::with_capacity(batch.len() * ENTRY_LEN);
         let mut offset = pack_end;
-        for (hash, record) in batch {
+        for &&(hash, ref record) in &batch {
             let e = Entry { offset, len: record.len() as u32, check: xxh3_64(record) as u32 };
             offset += record.len() as u64;
             raw.extend_from_slice(&hash.to_le_bytes());
             raw.extend_from_slice(&e.offset.to_le_bytes());
             raw.extend_from_slice(&e.len.to_le_bytes());
             raw.extend_from_slice(&e.check.to_le_bytes());
-            entries.push((*hash, e));
+            entries.push((hash, e));
         }
         self.index_file.set_len(index_end).map_err(io(index_path)).map_err(undo)?;
         self.index_file.write_all_at(&raw, index_end).map_err(io(index_path)).map_err(undo)?;
-        Ok(Some((entries, records.len() as u64)))
+        self.index_read_to.store(index_end + raw.len() as u64, Ordering::Relaxed);
+        Ok(Some(Appended { ours: entries, theirs, bytes: records.len() as u64, already_kept: (total - batch.len()) as u64 }))
     }
 }
 
@@ -773,24 +809,25 @@ fn check_header(f: &File, path: &Path, magic: &[u8; 8], writable: bool) -> Resul
     Ok(len)
 }
 
-/// The entries of an index file `len` bytes long whose header was checked; a last entry cut
-/// short is left out, and so is one that points outside a pack `pack_len` bytes long.
-fn read_index(f: &File, path: &Path, len: u64, pack_len: u64) -> Result<FxHashMap<u128, Entry>, CacheError> {
-    let mut raw = vec![0u8; (len - HEADER_LEN) as usize];
-    f.read_exact_at(&mut raw, HEADER_LEN).map_err(|e| CacheError::Io(path.to_path_buf(), e))?;
-    let mut index = FxHashMap::default();
-    for e in raw.chunks_exact(ENTRY_LEN) {
+/// The index entries in bytes `from..to` of `f` (entry-aligned, past the header), in file order:
+/// a later entry for the same class (rewritten after its record proved unusable) must win. A last
+/// entry cut short is left out, and so is one that points outside a pack `pack_len` bytes long.
+fn read_entries(f: &File, path: &Path, from: u64, to: u64, pack_len: u64) -> Result<Vec<(u128, Entry)>, CacheError> {
+    let mut raw = vec![0u8; to.saturating_sub(from) as usize];
+    f.read_exact_at(&mut raw, from).map_err(|e| CacheError::Io(path.to_path_buf(), e))?;
+    let entry = |e: &[u8]| {
         let mut r = Reader(e);
-        let (Some(hash), Some(offset), Some(len), Some(check)) = (r.u128(), r.u64(), r.u32(), r.u32()) else { continue };
+        let (hash, offset, len, check) = (r.u128()?, r.u64()?, r.u32()?, r.u32()?);
         // Its record is gone (a pack cut short) or the entry is damaged: it could only fail its
         // check, after a damaged length had sized a buffer (up to 4 GiB).
-        if offset < HEADER_LEN || offset.checked_add(len as u64).is_none_or(|end| end > pack_len) {
-            continue;
-        }
-        // A later entry for the same class (rewritten after its record proved unusable) wins.
-        index.insert(hash, Entry { offset, len, check });
-    }
-    Ok(index)
+        (offset >= HEADER_LEN && offset.checked_add(len as u64).is_some_and(|end| end <= pack_len)).then_some((hash, Entry { offset, len, check }))
+    };
+    Ok(raw.chunks_exact(ENTRY_LEN).filter_map(entry).collect())
+}
+
+/// Where the last whole entry of an index file `len` bytes long ends.
+fn entries_end(len: u64) -> u64 {
+    HEADER_LEN + len.saturating_sub(HEADER_LEN) / ENTRY_LEN as u64 * ENTRY_LEN as u64
 }
 
 /// An exclusive `flock`, released on drop.

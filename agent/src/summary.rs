@@ -211,12 +211,13 @@ impl Summary {
         if let Some(c) = &s.class_cache {
             let _ = writeln!(
                 o,
-                "  class cache {}: {} classes served, {} {} ({} written, {} dropped, {} unusable records; {:.1} ms of CPU making records off the load hook); {} classes at start",
+                "  class cache {}: {} classes served, {} {} ({} written, {} kept by another JVM meanwhile, {} dropped, {} unusable records; {:.1} ms of CPU making records off the load hook); {} classes at start",
                 c.dir,
                 c.hits,
                 c.misses,
                 if c.read_only { "rewritten, none kept (the cache is read-only here)" } else { "rewritten and kept" },
                 c.stored,
+                c.already_kept,
                 c.dropped,
                 c.unusable,
                 c.records_cpu_ns as f64 / 1e6,

@@ -276,6 +276,30 @@ fn jvms_sharing_a_directory_keep_both_their_classes() {
 }
 
 #[test]
+fn a_class_another_jvm_kept_meanwhile_is_not_kept_twice() {
+    let classes = jdk_classes();
+    let want = direct(&classes);
+    let n = classes.len() as u64;
+    let alone = filled(&classes, &want);
+    let pack_len = |dir: &Path| std::fs::metadata(files(dir).0).unwrap().len();
+    // Two JVMs started together on an empty directory miss the same classes.
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path());
+    let b = open(dir.path());
+    assert!(served(&a, &classes) == want && served(&b, &classes) == want);
+    a.flush();
+    b.flush();
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!((sa.stored, sa.already_kept), (n, 0), "{sa:?}");
+    assert_eq!((sb.stored, sb.already_kept, sb.dropped), (0, n, 0), "{sb:?}");
+    assert_eq!(pack_len(dir.path()), pack_len(alone.path()), "the pack holds the classes twice");
+    let cache = open(dir.path());
+    assert_eq!(cache.stats().entries_at_start, n);
+    assert!(served(&cache, &classes) == want);
+    assert_eq!(counts(&cache.stats()), (n, 0, 0));
+}
+
+#[test]
 fn other_builds_files_go_once_a_week_old() {
     let dir = tempfile::tempdir().unwrap();
     let week_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
