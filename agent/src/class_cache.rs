@@ -665,7 +665,7 @@ impl Files {
                 self.bytes_written.fetch_add(a.bytes, Ordering::Relaxed);
             }
             Ok(None) => {
-                crate::diag!(Info, "class cache {}: the pack is full ({MAX_PACK} bytes); {n} classes not kept", self.dir.display());
+                crate::diag!(Info, "class cache {}: {n} records larger together than a whole pack ({MAX_PACK} bytes) not kept", self.dir.display());
                 self.dropped.fetch_add(n, Ordering::Relaxed);
             }
             Err(e) => {

@@ -1229,7 +1229,8 @@ impl Recorder {
             .filter_map(|l| {
                 let mut p = l.split('\t');
                 let (class, method, file, line) = (p.next()?, p.next()?, p.next()?, p.next()?.parse::<i32>().ok()?);
-                (!class.starts_with("lucce.") && line != -2 && crate::hook::class_wanted(class)).then(|| TruthFrame {
+                // `class_wanted` is false for lucce's own classes too.
+                (line != -2 && crate::hook::class_wanted(class)).then(|| TruthFrame {
                     class: class.to_string(),
                     method: method.to_string(),
                     file: (!file.is_empty()).then(|| file.to_string()),

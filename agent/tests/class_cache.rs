@@ -69,6 +69,33 @@ fn files(dir: &Path) -> (PathBuf, PathBuf) {
     (pack.expect("pack file"), index.expect("index file"))
 }
 
+/// Cuts (or extends, sparse) the file at `path` to `len` bytes.
+fn set_len(path: &Path, len: u64) {
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
+}
+
+/// The bytes of the cache's two files, to check that something left them alone.
+fn contents(dir: &Path) -> (Vec<u8>, Vec<u8>) {
+    let (pack, index) = files(dir);
+    (std::fs::read(pack).unwrap(), std::fs::read(index).unwrap())
+}
+
+/// Runs the ignored test `name` of this binary in a child process with `CHILD_DIR` set to `dir`,
+/// `setup` run in the child before it starts (async-signal-safe calls only); returns its
+/// stdout, after checking it succeeded.
+fn run_child(name: &str, dir: &Path, setup: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static) -> String {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child.args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1"]).env(CHILD_DIR, dir);
+    // SAFETY: the callers' `setup` makes only async-signal-safe calls, as between fork and exec
+    // they must.
+    unsafe { child.pre_exec(setup) };
+    let out = child.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "child {name} failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
 /// Fills a cache with `classes`, checking the first run against the rewriter.
 fn filled(classes: &[Vec<u8>], want: &Run) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -123,7 +150,7 @@ fn damaged_records_are_rewritten_not_served() {
     // The pack cut in half (a disk that lost the end): the entries past the cut are passed
     // over when the index is read, and their classes rewritten.
     let len = std::fs::metadata(&pack).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&pack).unwrap().set_len(len / 2).unwrap();
+    set_len(&pack, len / 2);
     let cache = open(dir.path());
     let kept = cache.stats().entries_at_start;
     assert!(kept > 0 && kept < n, "{kept} of {n} entries kept");
@@ -134,7 +161,7 @@ fn damaged_records_are_rewritten_not_served() {
     // An index entry cut short (a JVM killed while appending) is ignored, and cut off by the
     // next writer before it appends.
     let len = std::fs::metadata(&index).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&index).unwrap().set_len(len - 5).unwrap();
+    set_len(&index, len - 5);
     let cache = open(dir.path());
     assert!(served(&cache, &classes) == want);
     cache.flush();
@@ -376,7 +403,7 @@ fn a_header_cut_short_is_written_again() {
     for (file, keep) in [(1, 10), (0, 8), (1, 0)] {
         let dir = filled(&classes, &want);
         let f = [files(dir.path()).0, files(dir.path()).1][file].clone();
-        std::fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(keep).unwrap();
+        set_len(&f, keep);
         // The cache opens (a JVM killed while it wrote a header must not turn it off for good),
         // starts empty, and is filled again.
         let cache = open(dir.path());
@@ -404,7 +431,7 @@ fn a_full_pack_is_emptied_and_filled_again() {
     let dir = filled(first, &direct(first));
     let (pack, _) = files(dir.path());
     // At its limit (a sparse file: the records before stay where they are).
-    std::fs::OpenOptions::new().write(true).open(&pack).unwrap().set_len(MAX_PACK).unwrap();
+    set_len(&pack, MAX_PACK);
     let cache = open(dir.path());
     assert!(served(&cache, &classes) == want);
     assert_eq!(counts(&cache.stats()), (first.len() as u64, second.len() as u64, 0));
@@ -428,28 +455,22 @@ fn a_failed_write_leaves_the_files_as_they_were() {
     let classes = jdk_classes();
     let (first, _) = classes.split_at(classes.len() / 2);
     let dir = filled(first, &direct(first));
-    let (pack, index) = files(dir.path());
-    let before = (std::fs::read(&pack).unwrap(), std::fs::read(&index).unwrap());
+    let before = contents(dir.path());
     // A child process whose files may not grow past the pack's size (RLIMIT_FSIZE, as a full
     // disk would stop them) serves every class and flushes: its writes fail.
     let limit = before.0.len() as u64 + 4096;
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
-    child.args(["--exact", "write_into_a_limited_file", "--ignored", "--nocapture", "--test-threads=1"]).env(CHILD_DIR, dir.path());
-    // SAFETY: between fork and exec only async-signal-safe calls (setrlimit, signal).
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        child.pre_exec(move || {
-            let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+    let text = run_child("write_into_a_limited_file", dir.path(), move || {
+        let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+        // SAFETY: setrlimit reads `lim`; signal changes a disposition (both async-signal-safe).
+        // A write past the limit then fails with EFBIG instead of killing the process.
+        unsafe {
             libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
-            // A write past the limit fails with EFBIG instead of killing the process.
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            Ok(())
-        });
-    }
-    let out = child.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.contains("child: dropped"), "child failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!((std::fs::read(&pack).unwrap(), std::fs::read(&index).unwrap()) == before, "a failed write left bytes behind");
+        }
+        Ok(())
+    });
+    assert!(text.contains("child: dropped"), "{text}");
+    assert!(contents(dir.path()) == before, "a failed write left bytes behind");
     // And the cache still serves what it held.
     let cache = open(dir.path());
     assert!(served(&cache, first) == direct(first));
@@ -488,27 +509,19 @@ fn a_cache_this_user_may_only_read_is_served_as_it_is() {
     }
     let classes = jdk_classes();
     let dir = filled(&classes, &direct(&classes));
-    let (pack, index) = files(dir.path());
-    let before = (std::fs::read(&pack).unwrap(), std::fs::read(&index).unwrap());
+    let before = contents(dir.path());
     // Readable by everyone, writable by root alone.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
-    child.args(["--exact", "serve_a_cache_this_user_may_only_read", "--ignored", "--nocapture", "--test-threads=1"]).env(CHILD_DIR, dir.path());
-    // SAFETY: between fork and exec only async-signal-safe calls (setgroups, setgid, setuid).
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        child.pre_exec(|| {
-            let nobody: libc::uid_t = 65534;
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(nobody) != 0 || libc::setuid(nobody) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let out = child.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.contains(&format!("child: served {} read-only", classes.len())), "child failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!((std::fs::read(&pack).unwrap(), std::fs::read(&index).unwrap()) == before, "a read-only cache changed");
+    let text = run_child("serve_a_cache_this_user_may_only_read", dir.path(), || {
+        let nobody: libc::uid_t = 65534;
+        // SAFETY: credential changes of this (child) process, async-signal-safe.
+        if unsafe { libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(nobody) != 0 || libc::setuid(nobody) != 0 } {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    });
+    assert!(text.contains(&format!("child: served {} read-only", classes.len())), "{text}");
+    assert!(contents(dir.path()) == before, "a read-only cache changed");
 }
 
 /// The child of [`a_cache_this_user_may_only_read_is_served_as_it_is`], run as another user.
