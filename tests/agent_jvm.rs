@@ -6,70 +6,20 @@
 //! The agent library is built by the test itself (`cargo build -p lucce-agent`, same profile and
 //! target directory) unless LUCCE_AGENT_LIB points at one.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod jvm_support;
+
+use std::path::Path;
+use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-const TIMEOUT: Duration = Duration::from_secs(300);
-
-fn java_home() -> Option<PathBuf> {
-    if let Some(h) = std::env::var_os("JAVA_HOME") {
-        let h = PathBuf::from(h);
-        if h.join("bin/javac").exists() {
-            return Some(h);
-        }
-    }
-    let deb = PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64");
-    deb.join("bin/javac").exists().then_some(deb)
-}
-
-fn tool(name: &str) -> PathBuf {
-    java_home().map(|h| h.join("bin").join(name)).unwrap_or_else(|| PathBuf::from(name))
-}
-
-/// Builds (once per test process) and returns the agent library.
-fn agent_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        if let Some(p) = std::env::var_os("LUCCE_AGENT_LIB") {
-            return PathBuf::from(p);
-        }
-        // target/<profile>/deps/agent_jvm-HASH -> target/<profile>
-        let exe = std::env::current_exe().expect("current_exe");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
-        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "lucce-agent", "--lib"])
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if release {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("run cargo build -p lucce-agent");
-        assert!(out.status.success(), "building the agent failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let lib = profile_dir.join("liblucce_agent.so");
-        assert!(lib.exists(), "{} missing after build", lib.display());
-        lib
-    })
-}
+use jvm_support::{agent_lib, java_sources, run, tool, Outcome};
 
 /// Compiles every tests/scripts/*.java once into a temporary directory.
 fn classes() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir");
-        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts");
-        let mut sources: Vec<PathBuf> = std::fs::read_dir(&scripts)
-            .expect("tests/scripts")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "java"))
-            .collect();
-        sources.sort();
+        let sources = java_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts"));
         let out = Command::new(tool("javac"))
             .arg("-g")
             .arg("-d")
@@ -83,25 +33,6 @@ fn classes() -> &'static Path {
     .path()
 }
 
-/// Kills the child JVM if the test ends (panics, times out) before it exited.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `java [agent] -Xverify:all -cp CLASSES main`, with a timeout.
 fn run_java(main: &str, agent_options: Option<&str>) -> Outcome {
     let mut cmd = Command::new(tool("java"));
@@ -110,39 +41,7 @@ fn run_java(main: &str, agent_options: Option<&str>) -> Outcome {
         cmd.arg(format!("-agentpath:{}={opts}", agent_lib().display()));
     }
     cmd.arg("-Xverify:all").arg("-Xss4m").arg("-cp").arg(classes()).arg(main);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = KillOnDrop(cmd.spawn().expect("spawn java"));
-    // The readers end at EOF, i.e. when the JVM exits; their messages double as the exit signal.
-    let (tx, rx) = mpsc::channel();
-    let mut readers = Vec::new();
-    for (i, pipe) in [
-        Box::new(child.0.stdout.take().unwrap()) as Box<dyn Read + Send>,
-        Box::new(child.0.stderr.take().unwrap()),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let tx = tx.clone();
-        readers.push(std::thread::spawn(move || {
-            let mut pipe = pipe;
-            let mut s = Vec::new();
-            let _ = pipe.read_to_end(&mut s);
-            let _ = tx.send((i, String::from_utf8_lossy(&s).into_owned()));
-        }));
-    }
-    drop(tx);
-    let deadline = Instant::now() + TIMEOUT;
-    let mut outs = [String::new(), String::new()];
-    for _ in 0..2 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((i, s)) => outs[i] = s,
-            Err(_) => panic!("{main} (agent: {agent_options:?}) did not finish within {TIMEOUT:?}"),
-        }
-    }
-    let status = child.0.wait().expect("wait java");
-    let [stdout, stderr] = outs;
-    Outcome { code: status.code(), stdout, stderr }
+    run(cmd, &format!("{main} (agent: {agent_options:?})"))
 }
 
 fn summary_json(path: &Path) -> serde_json::Value {

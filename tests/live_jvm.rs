@@ -12,17 +12,16 @@
 //! programs are compiled once per test process against a stub of `lucce.Lucce` that is not on
 //! the run-time class path (the agent defines the real one).
 
+mod jvm_support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-const TIMEOUT: Duration = Duration::from_secs(300);
+use jvm_support::{agent_lib, java_home, java_sources, run, tool, Outcome};
 
 /// `Lucce` as the programs compile against it; never on the run-time class path.
 const STUB: &str = "package lucce;\n\
@@ -34,58 +33,6 @@ public final class Lucce {\n\
 
 // ---------------------------------------------------------------------------------------------
 // Tools: JDK, agent, CLI, compiled programs
-
-fn java_home() -> Option<PathBuf> {
-    if let Some(h) = std::env::var_os("JAVA_HOME") {
-        let h = PathBuf::from(h);
-        if h.join("bin/javac").exists() {
-            return Some(h);
-        }
-    }
-    let deb = PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64");
-    if deb.join("bin/javac").exists() {
-        return Some(deb);
-    }
-    // javac on PATH: JAVA_HOME is two levels above the real file.
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("javac"))
-        .find(|p| p.exists())
-        .and_then(|p| p.canonicalize().ok())
-        .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
-}
-
-fn tool(name: &str) -> PathBuf {
-    java_home().map(|h| h.join("bin").join(name)).unwrap_or_else(|| PathBuf::from(name))
-}
-
-/// Builds (once per test process) and returns the agent library.
-fn agent_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        if let Some(p) = std::env::var_os("LUCCE_AGENT_LIB") {
-            return PathBuf::from(p);
-        }
-        // target/<profile>/deps/live_jvm-HASH -> target/<profile>
-        let exe = std::env::current_exe().expect("current_exe");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
-        let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "lucce-agent", "--lib"])
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if release {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("run cargo build -p lucce-agent");
-        assert!(out.status.success(), "building the agent failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let lib = profile_dir.join("liblucce_agent.so");
-        assert!(lib.exists(), "{} missing after build", lib.display());
-        lib
-    })
-}
 
 fn lucce_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_lucce"))
@@ -113,12 +60,7 @@ fn classes() -> &'static Path {
             .output()
             .expect("run javac");
         assert!(out.status.success(), "javac (stub) failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        let mut sources: Vec<PathBuf> = std::fs::read_dir(scripts_dir())
-            .expect("tests/live_scripts")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "java"))
-            .collect();
-        sources.sort();
+        let sources = java_sources(&scripts_dir());
         let out = Command::new(tool("javac"))
             .arg("-g")
             .arg("-cp")
@@ -159,61 +101,6 @@ fn jni_lib() -> &'static Path {
 
 // ---------------------------------------------------------------------------------------------
 // Running processes
-
-/// Kills the child if the test ends (panics, times out) before it exited.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-        }
-        let _ = self.0.wait();
-    }
-}
-
-#[derive(Debug)]
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `cmd` to its end with a timeout, collecting stdout and stderr.
-fn run(mut cmd: Command, what: &str) -> Outcome {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = KillOnDrop(cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}")));
-    // The readers end at EOF, i.e. when the process exits; their messages double as the exit signal.
-    let (tx, rx) = mpsc::channel();
-    for (i, pipe) in [
-        Box::new(child.0.stdout.take().unwrap()) as Box<dyn Read + Send>,
-        Box::new(child.0.stderr.take().unwrap()),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut pipe = pipe;
-            let mut s = Vec::new();
-            let _ = pipe.read_to_end(&mut s);
-            let _ = tx.send((i, String::from_utf8_lossy(&s).into_owned()));
-        });
-    }
-    drop(tx);
-    let deadline = Instant::now() + TIMEOUT;
-    let mut outs = [String::new(), String::new()];
-    for _ in 0..2 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((i, s)) => outs[i] = s,
-            Err(_) => panic!("{what} did not finish within {TIMEOUT:?}"),
-        }
-    }
-    let status = child.0.wait().expect("wait");
-    let [stdout, stderr] = outs;
-    Outcome { code: status.code(), stdout, stderr }
-}
 
 /// Runs `java -agentpath:AGENT=OPTS JVM_ARGS -cp CLASSES MAIN`.
 fn run_java(main: &str, agent_options: &str, jvm_args: &[OsString]) -> Outcome {

@@ -296,21 +296,8 @@ impl Slots {
 
     fn map_exactly(count: usize) -> Result<Slots, String> {
         let len = (count + 1) * SLOT_BYTES;
-        // SAFETY: a fresh anonymous mapping touches no existing memory; zero pages are valid
-        // slots (free, no pending record).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!("cannot map {len} bytes of thread slots: {}", std::io::Error::last_os_error()));
-        }
+        // Zero pages are valid slots (free, no pending record).
+        let p = crate::runtime::map_zeroed(len).map_err(|e| format!("cannot map {len} bytes of thread slots: {e}"))?.cast::<c_void>();
         // SAFETY: the mapping just made; a refusal changes nothing else. Huge pages would commit
         // 2 MiB for the first slot touched, and a core dump of the JVM would hold the 256 GiB of
         // exclusive slots (as a sparse file at best).
@@ -407,21 +394,10 @@ impl AnswerCaches {
         const HUGE: usize = 2 << 20;
         let len = 32usize << self.bits;
         let align = if len >= HUGE { HUGE } else { 1 };
-        // SAFETY: a fresh anonymous mapping touches no existing memory; zero pages are empty
-        // entries (key 0).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len + align - 1,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
+        // Zero pages are empty entries (key 0).
+        let Ok(p) = crate::runtime::map_zeroed(len + align - 1) else {
             return 0;
-        }
+        };
         self.mapped.fetch_add(1, Ordering::Relaxed);
         let table = (p as usize).next_multiple_of(align);
         if align == HUGE {

@@ -65,25 +65,32 @@ unsafe impl Send for Counters {}
 // SAFETY: as above.
 unsafe impl Sync for Counters {}
 
+/// `len` bytes of fresh zero pages, committed only when touched (MAP_NORESERVE): memory the
+/// runtime class reads and writes with `Unsafe`, so the agent never unmaps it.
+pub(crate) fn map_zeroed(len: usize) -> std::io::Result<*mut u8> {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+    // existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(p as *mut u8)
+}
+
 impl Counters {
     pub fn new(mode: CounterMode, record: bool) -> Result<Counters, RuntimeError> {
         let len = HEADER_BYTES + (MAX_METHODS + MAX_SITES) * 8;
-        // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
-        // existing memory; MAP_NORESERVE makes it lazily committed zero pages.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(RuntimeError::Mmap(len, std::io::Error::last_os_error()));
-        }
-        let c = Counters { base: p as *mut u8, len };
+        let p = map_zeroed(len).map_err(|e| RuntimeError::Mmap(len, e))?;
+        let c = Counters { base: p, len };
         c.slot(0).store(MAX_METHODS as u64, Ordering::Relaxed);
         c.slot(1).store(MAX_SITES as u64, Ordering::Relaxed);
         c.slot(2).store((mode == CounterMode::Atomic) as u64, Ordering::Relaxed);
