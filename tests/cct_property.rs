@@ -3,6 +3,8 @@
 //! size, packet order and worker count; counts sum to the events; nodes are the distinct
 //! contexts; the depth is the deepest stack.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use lucce::outputs::Labeler;
@@ -11,6 +13,7 @@ use lucce_decoder::cct::KindSet;
 use lucce_decoder::{build_cct, Cct, CctOptions, Graph, PacketOrder};
 use lucce_encoder::{Encoder, EncoderConfig};
 use lucce_log_format::{EventKind, EventRecord, StoreReader, StoreWriter, WriterOptions};
+use common::op;
 use proptest::prelude::*;
 
 fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
@@ -67,15 +70,6 @@ fn contexts(cct: &Cct, labeler: &Labeler<'_>) -> BTreeMap<Vec<String>, u64> {
         .filter(|&i| cct.node(i).metrics.events > 0)
         .map(|i| (cct.path(i).into_iter().map(|k| labeler.label(k)).collect(), cct.node(i).metrics.events))
         .collect()
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        5 => (any::<u8>(), any::<u8>()).prop_map(|(site, target)| Op::Call { site, target }),
-        2 => Just(Op::Return),
-        1 => (1u8..6).prop_map(Op::Throw),
-        3 => Just(Op::Mark),
-    ]
 }
 
 proptest! {

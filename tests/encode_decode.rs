@@ -7,6 +7,7 @@ mod common;
 use lucce::synth::{deep_recursion, Op, Runtime, SimThread, SynthProgram, RECURSIVE};
 use lucce_encoder::{Encoder, EncoderConfig};
 use lucce_log_format::{StoreWriter, WriterOptions};
+use common::op;
 use proptest::prelude::*;
 
 fn program(shape: &[Vec<Vec<usize>>]) -> SynthProgram {
@@ -52,15 +53,6 @@ fn run(dir: &std::path::Path, prog: &SynthProgram, ops: &[(u8, Op)], limit: u64,
     drop(enc);
     writer.close().unwrap();
     events
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        5 => (any::<u8>(), any::<u8>()).prop_map(|(site, target)| Op::Call { site, target }),
-        2 => Just(Op::Return),
-        1 => (1u8..6).prop_map(Op::Throw),
-        3 => Just(Op::Mark),
-    ]
 }
 
 proptest! {

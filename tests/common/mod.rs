@@ -5,8 +5,10 @@
 use std::path::Path;
 
 use lucce::render::truth_frames;
+use lucce::synth::Op;
 use lucce_decoder::{ContextDecoder, Graph};
 use lucce_log_format::{EventRecord, StoreReader};
+use proptest::prelude::*;
 
 /// Reopens the store at `dir` and returns, for every committed event, its true stack and what
 /// it decodes to (or the decoding error).
@@ -44,4 +46,15 @@ pub fn assert_all_exact(dir: &Path, expected_events: usize) {
 
 fn show(frames: &[lucce_log_format::TruthFrame]) -> String {
     frames.iter().map(|f| format!("{}:{}", f.method, f.line)).collect::<Vec<_>>().join(" < ")
+}
+
+/// One step of a random synthetic thread, for the property tests: mostly calls, some returns,
+/// exceptions that unwind one to five frames, and marks.
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (any::<u8>(), any::<u8>()).prop_map(|(site, target)| Op::Call { site, target }),
+        2 => Just(Op::Return),
+        1 => (1u8..6).prop_map(Op::Throw),
+        3 => Just(Op::Mark),
+    ]
 }
