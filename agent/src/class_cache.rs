@@ -366,7 +366,7 @@ impl ClassCache {
             }
             Err(e) => return Err(e),
         };
-        let index = {
+        let (index, index_read_to) = {
             // Headers are written under the lock, so two JVMs starting on an empty directory
             // do not both write them.
             let _lock = FileLock::exclusive(&index_file, &index_path)?;
@@ -375,7 +375,6 @@ impl ClassCache {
             let end = entries_end(len);
             (read_entries(&index_file, &index_path, HEADER_LEN, end, pack_len)?.into_iter().collect::<FxHashMap<_, _>>(), end)
         };
-        let (index, index_read_to) = index;
         // Used now: not stale for another build's JVM (`remove_stale`) for a week.
         let now = std::time::SystemTime::now();
         let _ = (pack.set_modified(now), index_file.set_modified(now));

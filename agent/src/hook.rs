@@ -166,7 +166,8 @@ pub extern "C" fn Java_lucce_Runtime_hidden0(env: *mut JniEnv, _cls: jclass, byt
     .unwrap_or(std::ptr::null_mut())
 }
 
-/// Whether the options instrument this class (internal name).
+/// Whether the options instrument this class (an internal or a binary name: the patterns read
+/// slashes as dots).
 pub fn class_wanted(internal: &str) -> bool {
     agent().is_some_and(|a| a.options.wants(internal))
 }

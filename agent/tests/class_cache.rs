@@ -3,6 +3,7 @@
 //! over, never served.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 mod rewrite_common;
 
@@ -15,14 +16,18 @@ use rewrite_common::Recorder;
 /// from the cache does, so the two give the same bytes.
 const ID_BASE: u32 = 1 << 20;
 
-/// The classes of `java.util.concurrent` (a few hundred, of every shape).
-fn jdk_classes() -> Vec<Vec<u8>> {
-    let home = rewrite_common::java_home().expect("no JDK found (set JAVA_HOME)");
-    let dir = tempfile::tempdir().unwrap();
-    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/util/concurrent/.*"));
-    let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
-    assert!(classes.len() > 200, "only {} classes", classes.len());
-    classes
+/// The classes of `java.util.concurrent` (a few hundred, of every shape), extracted once per
+/// test process.
+fn jdk_classes() -> &'static [Vec<u8>] {
+    static CLASSES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let home = rewrite_common::java_home().expect("no JDK found (set JAVA_HOME)");
+        let dir = tempfile::tempdir().unwrap();
+        let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/util/concurrent/.*"));
+        let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+        assert!(classes.len() > 200, "only {} classes", classes.len());
+        classes
+    })
 }
 
 /// What a run gets for each class: its bytes (None: left unchanged) and the registry's calls.
@@ -111,12 +116,12 @@ fn filled(classes: &[Vec<u8>], want: &Run) -> tempfile::TempDir {
 #[test]
 fn served_classes_equal_the_rewriters() {
     let classes = jdk_classes();
-    let want = direct(&classes);
-    let dir = filled(&classes, &want);
+    let want = direct(classes);
+    let dir = filled(classes, &want);
     // A later run serves every class, with the same bytes and registry calls.
     let cache = open(dir.path());
     assert_eq!(cache.stats().entries_at_start, classes.len() as u64);
-    assert!(served(&cache, &classes) == want, "served classes differ from the rewriter's");
+    assert!(served(&cache, classes) == want, "served classes differ from the rewriter's");
     assert_eq!(counts(&cache.stats()), (classes.len() as u64, 0, 0));
     // Flushing with nothing new writes nothing.
     cache.flush();
@@ -126,9 +131,9 @@ fn served_classes_equal_the_rewriters() {
 #[test]
 fn damaged_records_are_rewritten_not_served() {
     let classes = jdk_classes();
-    let want = direct(&classes);
+    let want = direct(classes);
     let n = classes.len() as u64;
-    let dir = filled(&classes, &want);
+    let dir = filled(classes, &want);
     let (pack, index) = files(dir.path());
 
     // One byte changed in the middle of the pack: that class is rewritten, the others served.
@@ -137,13 +142,13 @@ fn damaged_records_are_rewritten_not_served() {
     bytes[middle] ^= 0x40;
     std::fs::write(&pack, &bytes).unwrap();
     let cache = open(dir.path());
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (n - 1, 1, 1));
     // The rewritten class is kept again, and the new record wins from then on.
     cache.flush();
     drop(cache);
     let cache = open(dir.path());
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (n, 0, 0));
     drop(cache);
 
@@ -154,7 +159,7 @@ fn damaged_records_are_rewritten_not_served() {
     let cache = open(dir.path());
     let kept = cache.stats().entries_at_start;
     assert!(kept > 0 && kept < n, "{kept} of {n} entries kept");
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (kept, n - kept, 0));
     drop(cache);
 
@@ -163,12 +168,12 @@ fn damaged_records_are_rewritten_not_served() {
     let len = std::fs::metadata(&index).unwrap().len();
     set_len(&index, len - 5);
     let cache = open(dir.path());
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     cache.flush();
     drop(cache);
     assert_eq!((std::fs::metadata(&index).unwrap().len() - 16) % 32, 0, "index entries are 32 bytes");
     let cache = open(dir.path());
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (n, 0, 0));
 }
 
@@ -222,24 +227,24 @@ impl SiteRegistry for Racing<'_, '_> {
 fn the_vminit_batch_gets_the_rewriters_own_classes() {
     let classes = jdk_classes();
     let n = classes.len() as u64;
-    let want = batch(None, &classes, (3, 5), false);
+    let want = batch(None, classes, (3, 5), false);
     let dir = tempfile::tempdir().unwrap();
     let cache = open(dir.path());
-    assert!(batch(Some(&cache), &classes, (3, 5), false) == want, "the batch's first run differs from the rewriter");
+    assert!(batch(Some(&cache), classes, (3, 5), false) == want, "the batch's first run differs from the rewriter");
     cache.flush();
     assert_eq!((counts(&cache.stats()), cache.stats().stored), ((0, n, 0), n));
     // A later batch that meets the same ids is served the same bytes and registry records.
     let cache = open(dir.path());
-    assert!(batch(Some(&cache), &classes, (3, 5), false) == want, "served batch differs from the rewriter's");
+    assert!(batch(Some(&cache), classes, (3, 5), false) == want, "served batch differs from the rewriter's");
     assert_eq!(counts(&cache.stats()), (n, 0, 0));
     // One whose ids start elsewhere is not: every class is rewritten, with its own ids.
-    let want_elsewhere = batch(None, &classes, (4, 5), false);
+    let want_elsewhere = batch(None, classes, (4, 5), false);
     assert!(want_elsewhere != want);
-    assert!(batch(Some(&cache), &classes, (4, 5), false) == want_elsewhere);
+    assert!(batch(Some(&cache), classes, (4, 5), false) == want_elsewhere);
     assert_eq!(counts(&cache.stats()), (n, n, 0));
     // Nor one where another thread takes the ids first.
     let cache = open(dir.path());
-    assert!(batch(Some(&cache), &classes, (3, 5), true) == want);
+    assert!(batch(Some(&cache), classes, (3, 5), true) == want);
     assert_eq!(counts(&cache.stats()), (0, n, 0));
 }
 
@@ -286,7 +291,7 @@ fn foreign_files_are_refused() {
 #[test]
 fn jvms_sharing_a_directory_keep_both_their_classes() {
     let classes = jdk_classes();
-    let want = direct(&classes);
+    let want = direct(classes);
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = classes.split_at(classes.len() / 2);
     // Both open before either writes, as two JVMs starting together do.
@@ -298,22 +303,22 @@ fn jvms_sharing_a_directory_keep_both_their_classes() {
     a.flush();
     let cache = open(dir.path());
     assert_eq!(cache.stats().entries_at_start, classes.len() as u64);
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (classes.len() as u64, 0, 0));
 }
 
 #[test]
 fn a_class_another_jvm_kept_meanwhile_is_not_kept_twice() {
     let classes = jdk_classes();
-    let want = direct(&classes);
+    let want = direct(classes);
     let n = classes.len() as u64;
-    let alone = filled(&classes, &want);
+    let alone = filled(classes, &want);
     let pack_len = |dir: &Path| std::fs::metadata(files(dir).0).unwrap().len();
     // Two JVMs started together on an empty directory miss the same classes.
     let dir = tempfile::tempdir().unwrap();
     let a = open(dir.path());
     let b = open(dir.path());
-    assert!(served(&a, &classes) == want && served(&b, &classes) == want);
+    assert!(served(&a, classes) == want && served(&b, classes) == want);
     a.flush();
     b.flush();
     let (sa, sb) = (a.stats(), b.stats());
@@ -322,7 +327,7 @@ fn a_class_another_jvm_kept_meanwhile_is_not_kept_twice() {
     assert_eq!(pack_len(dir.path()), pack_len(alone.path()), "the pack holds the classes twice");
     let cache = open(dir.path());
     assert_eq!(cache.stats().entries_at_start, n);
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (n, 0, 0));
 }
 
@@ -362,7 +367,7 @@ fn other_builds_files_go_once_a_week_old() {
 fn the_mode_names_the_files() {
     // Record mode has no allocation probes: its classes are another cache's.
     let classes = jdk_classes();
-    let dir = filled(&classes, &direct(&classes));
+    let dir = filled(classes, &direct(classes));
     let other = ClassCache::open(dir.path(), false).unwrap();
     assert_eq!(other.stats().entries_at_start, 0);
 }
@@ -379,9 +384,9 @@ fn patch_entry(index: &Path, i: usize, at: usize, value: &[u8]) {
 #[test]
 fn index_entries_outside_the_pack_are_passed_over() {
     let classes = jdk_classes();
-    let want = direct(&classes);
+    let want = direct(classes);
     let n = classes.len() as u64;
-    let dir = filled(&classes, &want);
+    let dir = filled(classes, &want);
     let (pack, index) = files(dir.path());
     let pack_len = std::fs::metadata(&pack).unwrap().len();
     // A damaged length (4 GiB: no buffer is sized by it), an offset past the end, an offset in
@@ -391,33 +396,33 @@ fn index_entries_outside_the_pack_are_passed_over() {
     patch_entry(&index, 7, 16, &1u64.to_le_bytes());
     let cache = open(dir.path());
     assert_eq!(cache.stats().entries_at_start, n - 3);
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (n - 3, 3, 0));
 }
 
 #[test]
 fn a_header_cut_short_is_written_again() {
     let classes = jdk_classes();
-    let want = direct(&classes);
+    let want = direct(classes);
     let n = classes.len() as u64;
     for (file, keep) in [(1, 10), (0, 8), (1, 0)] {
-        let dir = filled(&classes, &want);
+        let dir = filled(classes, &want);
         let f = [files(dir.path()).0, files(dir.path()).1][file].clone();
         set_len(&f, keep);
         // The cache opens (a JVM killed while it wrote a header must not turn it off for good),
         // starts empty, and is filled again.
         let cache = open(dir.path());
         assert_eq!(cache.stats().entries_at_start, 0);
-        assert!(served(&cache, &classes) == want);
+        assert!(served(&cache, classes) == want);
         assert_eq!(counts(&cache.stats()), (0, n, 0));
         cache.flush();
         drop(cache);
         let cache = open(dir.path());
-        assert!(served(&cache, &classes) == want);
+        assert!(served(&cache, classes) == want);
         assert_eq!(counts(&cache.stats()), (n, 0, 0), "{} cut to {keep} bytes", f.display());
     }
     // Bytes that are not the start of a header: refused.
-    let dir = filled(&classes, &want);
+    let dir = filled(classes, &want);
     let (_, index) = files(dir.path());
     std::fs::write(&index, b"LUCCEXX").unwrap();
     assert!(matches!(ClassCache::open(dir.path(), true), Err(CacheError::NotACache(p)) if p == index));
@@ -426,14 +431,14 @@ fn a_header_cut_short_is_written_again() {
 #[test]
 fn a_full_pack_is_emptied_and_filled_again() {
     let classes = jdk_classes();
-    let want = direct(&classes);
+    let want = direct(classes);
     let (first, second) = classes.split_at(classes.len() / 2);
     let dir = filled(first, &direct(first));
     let (pack, _) = files(dir.path());
     // At its limit (a sparse file: the records before stay where they are).
     set_len(&pack, MAX_PACK);
     let cache = open(dir.path());
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (first.len() as u64, second.len() as u64, 0));
     cache.flush();
     let s = cache.stats();
@@ -443,7 +448,7 @@ fn a_full_pack_is_emptied_and_filled_again() {
     // The emptied files hold the second half alone.
     let cache = open(dir.path());
     assert_eq!(cache.stats().entries_at_start, second.len() as u64);
-    assert!(served(&cache, &classes) == want);
+    assert!(served(&cache, classes) == want);
     assert_eq!(counts(&cache.stats()), (second.len() as u64, first.len() as u64, 0));
 }
 
@@ -484,7 +489,7 @@ fn write_into_a_limited_file() {
     let Some(dir) = std::env::var_os(CHILD_DIR) else { return };
     let classes = jdk_classes();
     let cache = open(Path::new(&dir));
-    served(&cache, &classes);
+    served(&cache, classes);
     cache.flush();
     let s = cache.stats();
     assert_eq!(s.stored, 0, "{s:?}");
@@ -508,7 +513,7 @@ fn a_cache_this_user_may_only_read_is_served_as_it_is() {
         return;
     }
     let classes = jdk_classes();
-    let dir = filled(&classes, &direct(&classes));
+    let dir = filled(classes, &direct(classes));
     let before = contents(dir.path());
     // Readable by everyone, writable by root alone.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -531,7 +536,7 @@ fn serve_a_cache_this_user_may_only_read() {
     let Some(dir) = std::env::var_os(CHILD_DIR) else { return };
     let classes = jdk_classes();
     let cache = open(Path::new(&dir));
-    assert!(served(&cache, &classes) == direct(&classes));
+    assert!(served(&cache, classes) == direct(classes));
     cache.flush();
     let s = cache.stats();
     assert!(s.read_only, "{s:?}");
