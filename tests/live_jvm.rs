@@ -897,3 +897,59 @@ fn context_token_decodes_like_the_mark_on_its_line() {
     let out = run_lucce(&[&"decode".into(), &store.into(), &"@999999999".into()]);
     assert_ne!(out.code, Some(0), "an unknown token must be an error: {}", out.stdout);
 }
+
+/// A program started as a named module (`java -p DIR -m MODULE/MAIN`) whose boot layer lacks
+/// jdk.unsupported, as javap's does: every probe still counts and records. (The probes used
+/// `sun.misc.Unsafe`, from that module; the runtime class could not initialize, and such a
+/// program's store held no thread and no event, silently.)
+#[test]
+fn modular_program_without_jdk_unsupported() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let modules = tmp.path().join("modules");
+    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live_modules");
+    let out = Command::new(tool("javac"))
+        .arg("-g")
+        .arg("--module-source-path")
+        .arg(&sources)
+        .args(["-m", "example.modular", "-d"])
+        .arg(&modules)
+        .output()
+        .expect("run javac");
+    assert!(out.status.success(), "javac failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let java = |agent_options: &str| {
+        let mut cmd = Command::new(tool("java"));
+        cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+        cmd.arg(format!("-agentpath:{}={agent_options}", agent_lib().display()));
+        cmd.arg("-p").arg(&modules).args(["-m", "example.modular/example.modular.Main"]);
+        let what = format!("java -m example.modular ({agent_options})");
+        let o = run(cmd, &what);
+        assert_eq!(o.code, Some(0), "{what}: {}", o.stderr);
+        assert_eq!(o.stdout, "jdk.unsupported in the boot layer: false\nfib(22) = 17711\n", "{what}");
+        assert!(!o.stderr.contains("lucce-agent:"), "{what}: {}", o.stderr);
+        o
+    };
+
+    // Counting: fib alone enters 57,313 times.
+    let summary = tmp.path().join("summary.json");
+    java(&format!("summary=off,json={}", summary.display()));
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&summary).expect("summary")).expect("summary JSON");
+    assert!(summary["entries"].as_u64().expect("entries") > 57_313, "{summary}");
+
+    // Recording: events inside the module's recursion, each checked against the JVM's stack.
+    let store = tmp.path().join("store");
+    java(&format!("out={},sample=97,verify=1,summary=off", store.display()));
+    let v = verify("java -m example.modular", &store);
+    assert!(v.verified > 500 && v.verified == v.events, "{} events, {} verified", v.events, v.verified);
+    let events = run_lucce(&[&"events".into(), &store.as_path().into(), &"--json".into()]);
+    assert_eq!(events.code, Some(0), "{}", events.stderr);
+    let in_fib = events
+        .stdout
+        .lines()
+        .filter(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON line");
+            json_frames(&v["frames"]).first().is_some_and(|f| f.class == "example.modular.Main" && f.method == "fib")
+        })
+        .count();
+    // 57,313 entries of fib, one in 97 an event (fewer on threads that sampled elsewhere first).
+    assert!(in_fib > 400, "{in_fib} events in fib");
+}

@@ -583,7 +583,7 @@ impl Agent {
 
     /// VMInit: runtime class, hook on, one batch retransformation of what was loaded before.
     fn on_vm_init(&self, jni: Jni) {
-        let runtime_class = match runtime::define_runtime_class(jni) {
+        let runtime_class = match runtime::define_runtime_class(self.jvmti, jni) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("lucce-agent: {e}; classes will not be instrumented");

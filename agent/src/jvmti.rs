@@ -260,6 +260,25 @@ impl Jvmti {
         }
     }
 
+    /// JVMTI `GetNamedModule`: the module of `loader` (null: the boot loader) that defines the
+    /// package `package` (internal form, `java/lang`); null when no named module does.
+    pub fn named_module(self, loader: jobject, package: &CStr) -> Result<jobject, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jobject, *const c_char, *mut jobject) -> JvmtiError;
+        let f = jvmti_fn!(self, 40, F);
+        let mut out: jobject = std::ptr::null_mut();
+        // SAFETY: slot 40; `package` is NUL-terminated, out is a local.
+        check(unsafe { f(self.0, loader, package.as_ptr(), &mut out) })?;
+        Ok(out)
+    }
+
+    /// JVMTI `AddModuleExports`: `module` exports `package` (binary form, `java.lang`) to `to`.
+    pub fn add_module_exports(self, module: jobject, package: &CStr, to: jobject) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jobject, *const c_char, jobject) -> JvmtiError;
+        let f = jvmti_fn!(self, 95, F);
+        // SAFETY: slot 95; `module` and `to` are live module references, `package` NUL-terminated.
+        check(unsafe { f(self.0, module, package.as_ptr(), to) })
+    }
+
     /// The JVM type signature of a class, e.g. `Ljava/lang/String;`.
     pub fn class_signature(self, class: jclass) -> Result<String, Error> {
         type F =
@@ -748,6 +767,25 @@ impl Jni {
             region(self.0, array, 0, n as jint, v.as_mut_ptr().cast());
             (!self.exception_clear()).then_some(v)
         }
+    }
+
+    /// JNI `CallStaticVoidMethodA` (index 143); false when it threw (cleared).
+    pub fn call_static_void_method(self, class: jclass, method: jmethodID, args: &[u64]) -> bool {
+        // SAFETY: index 143 = CallStaticVoidMethodA, no result; one jvalue per parameter (as in
+        // `call_object_method`).
+        unsafe { self.call_a::<()>(143, class, method, args) }.is_some()
+    }
+
+    /// JNI `NewStringUTF` (index 167); null when the VM refused (cleared).
+    pub fn new_string(self, text: &CStr) -> jstring {
+        type F = unsafe extern "C" fn(*mut JniEnv, *const c_char) -> jstring;
+        let f = jni_fn!(self, 167, F);
+        // SAFETY: index 167 = NewStringUTF with a NUL-terminated (ASCII) text.
+        let s = unsafe { f(self.0, text.as_ptr()) };
+        if s.is_null() {
+            self.exception_clear();
+        }
+        s
     }
 
     /// A new Java `byte[]` holding `bytes`; null when the VM refused (the exception cleared).

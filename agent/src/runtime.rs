@@ -1,15 +1,19 @@
 //! The Rust side of the runtime class `lucce/Runtime`: the counter memory its probes write, the
-//! embedded class file, defining it into the bootstrap loader, and its one native method.
+//! embedded class file (in two forms), defining it into the bootstrap loader, and the two natives
+//! the VM finds by name (`counters`, `failed0`).
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use crate::jvmti::{jclass, jlong, Jni, JniEnv};
+use crate::jvmti::{jclass, jlong, jstring, Jni, JniEnv, Jvmti};
 use crate::options::CounterMode;
 
 /// The class file of `agent/java/lucce/Runtime.java`, compiled by build.rs.
 pub static RUNTIME_CLASS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/java-classes/lucce/Runtime.class"));
+/// The same class with `jdk.internal.misc.Unsafe` in place of `sun.misc.Unsafe` (build.rs).
+pub static RUNTIME_CLASS_INTERNAL_UNSAFE: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/java-classes-internal/lucce/Runtime.class"));
 pub const RUNTIME_CLASS_NAME: &CStr = c"lucce/Runtime";
 /// The public API class `lucce/Lucce` (agent/java/lucce/Lucce.java).
 pub static API_CLASS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/java-classes/lucce/Lucce.class"));
@@ -36,6 +40,8 @@ pub enum RuntimeError {
     Define(String),
     #[error("could not register the natives of {0}")]
     Natives(&'static str),
+    #[error("could not export jdk.internal.misc to lucce/Runtime: {0}")]
+    Export(String),
 }
 
 /// The counter region: `[header | method counters | site counters]`, u64 each, never unmapped
@@ -167,14 +173,78 @@ pub fn counters() -> Option<&'static Counters> {
 /// so every class, java.base included, can resolve it. Called at VMInit, before the hook starts
 /// instrumenting: no instrumented code can run before the class exists. The class is only linked
 /// and initialized on the first probe call.
-pub fn define_runtime_class(jni: Jni) -> Result<jclass, RuntimeError> {
-    define(jni, RUNTIME_CLASS_NAME, RUNTIME_CLASS)
+///
+/// Its form with `sun.misc.Unsafe` when the boot layer has that class's module, jdk.unsupported,
+/// as it has for a class-path program. A program started with `java -m` whose modules do not
+/// require jdk.unsupported (javap's, for one) gets the form with `jdk.internal.misc.Unsafe`, whose
+/// package [`export_unsafe`] exports to it: with the first form the class could not initialize
+/// there, and every probe stayed a no-op. The second form only where needed: full encoding ran
+/// rhino about 10% slower with it (stop 51; why is not known).
+pub fn define_runtime_class(jvmti: Jvmti, jni: Jni) -> Result<jclass, RuntimeError> {
+    if let Ok(sun_misc) = jvmti.named_module(std::ptr::null_mut(), c"sun/misc") {
+        if !sun_misc.is_null() {
+            jni.delete_local_ref(sun_misc);
+            return define(jni, RUNTIME_CLASS_NAME, RUNTIME_CLASS);
+        }
+    }
+    let class = define(jni, RUNTIME_CLASS_NAME, RUNTIME_CLASS_INTERNAL_UNSAFE)?;
+    if let Err(e) = export_unsafe(jvmti, jni, class) {
+        jni.delete_local_ref(class);
+        return Err(e);
+    }
+    Ok(class)
 }
 
 /// Defines `lucce/Lucce` the same way (record mode only: without the agent recording, the API
 /// does not exist).
 pub fn define_api_class(jni: Jni) -> Result<jclass, RuntimeError> {
     define(jni, API_CLASS_NAME, API_CLASS)
+}
+
+/// Exports java.base's `jdk.internal.misc` to the module of `runtime_class` (the boot loader's
+/// unnamed module), so that its probes can use `jdk.internal.misc.Unsafe`. Called before the
+/// class is initialized.
+///
+/// Through `Module.addExports0`, the native that `Module.implAddExportsOrOpens` calls to tell the
+/// VM, which is what linking checks. JVMTI `AddModuleExports` calls that too, and also records the
+/// export for reflection with a lambda, whose first use brings up `java.lang.invoke` before the
+/// program starts: about 110 classes more in the VMInit batch and 60 ms of startup (stop 51).
+/// Nothing reflects on `Unsafe`. JVMTI is the fallback should a JDK not have that native.
+fn export_unsafe(jvmti: Jvmti, jni: Jni, runtime_class: jclass) -> Result<(), RuntimeError> {
+    let fail = |what: &str| RuntimeError::Export(what.to_string());
+    let java_base = jvmti.named_module(std::ptr::null_mut(), c"java/lang").map_err(|e| fail(&e.to_string()))?;
+    if java_base.is_null() {
+        return Err(fail("no module java.base"));
+    }
+    let class_class = jni.find_class(c"java/lang/Class");
+    let get_module = if class_class.is_null() { std::ptr::null_mut() } else { jni.method_id(class_class, c"getModule", c"()Ljava/lang/Module;") };
+    let module = if get_module.is_null() { std::ptr::null_mut() } else { jni.call_object_method(runtime_class, get_module, &[]) };
+    let module_class = jni.find_class(c"java/lang/Module");
+    let add_exports0 = if module_class.is_null() {
+        std::ptr::null_mut()
+    } else {
+        jni.static_method_id(module_class, c"addExports0", c"(Ljava/lang/Module;Ljava/lang/String;Ljava/lang/Module;)V")
+    };
+    let package = jni.new_string(c"jdk.internal.misc");
+    let done = if module.is_null() || package.is_null() {
+        jni.exception_clear();
+        Err(fail("Class.getModule or NewStringUTF failed"))
+    } else if !add_exports0.is_null() {
+        let args = [java_base as u64, package as u64, module as u64];
+        if jni.call_static_void_method(module_class, add_exports0, &args) {
+            Ok(())
+        } else {
+            Err(fail("Module.addExports0 threw"))
+        }
+    } else {
+        jvmti.add_module_exports(java_base, c"jdk.internal.misc", module).map_err(|e| fail(&e.to_string()))
+    };
+    for r in [package, module_class, module, class_class, java_base] {
+        if !r.is_null() {
+            jni.delete_local_ref(r);
+        }
+    }
+    done
 }
 
 /// Defines a class into the bootstrap loader; returns a local reference to it.
@@ -185,6 +255,17 @@ fn define(jni: Jni, name: &CStr, bytes: &[u8]) -> Result<jclass, RuntimeError> {
         return Err(RuntimeError::Define(name.to_string_lossy().into_owned()));
     }
     Ok(cls)
+}
+
+/// `private static native void failed0(String)` of `lucce/Runtime`: its initialization failed,
+/// so every probe stays a no-op and nothing is counted or recorded; says so on stderr (found by
+/// the VM's native lookup, like `counters`).
+#[no_mangle]
+pub extern "C" fn Java_lucce_Runtime_failed0(env: *mut JniEnv, _cls: jclass, why: jstring) {
+    let _ = std::panic::catch_unwind(|| {
+        let why = Jni(env).string(why).unwrap_or_default();
+        eprintln!("lucce-agent: the runtime class could not start ({why}); nothing will be counted or recorded");
+    });
 }
 
 /// `private static native long counters()` of `lucce/Runtime`: the region address, or 0 (the

@@ -15,6 +15,11 @@ package lucce;
  * - The probes call nothing but Thread.currentThread() (native), the native accessors of
  *   sun.misc.Unsafe (which the agent never instruments) and this class's natives; calling any
  *   instrumented method from a probe would recurse forever.
+ * - agent/build.rs also compiles a second form of this class, with jdk.internal.misc.Unsafe (its
+ *   accessors are natives) in place of sun.misc.Unsafe, which the agent defines when the boot
+ *   layer lacks jdk.unsupported, sun.misc.Unsafe's module (`java -m` of a module graph that does
+ *   not require it): this source names the class only as `sun.misc.Unsafe`, and calls nothing
+ *   that jdk.internal.misc.Unsafe does not have.
  * - The static initializer itself runs instrumented JDK code, which calls the probes again on the
  *   initializing thread before the statics are set. Every probe checks its id against a limit that
  *   is 0 until initialization has finished (the limits are assigned last), so those calls do
@@ -119,6 +124,7 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             }
         } catch (Throwable t) {
             u = null;
+            failed(t);
         }
         if (u == null || methods < 0L || sites < 0L) {
             methods = 0L;
@@ -153,6 +159,18 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
 
     /** Address of the counter region (0 when unavailable); implemented in the agent library. */
     private static native long counters();
+
+    /** Initialization failed with `t`: the agent says so (every probe stays a no-op). */
+    private static void failed(Throwable t) {
+        try {
+            failed0(String.valueOf(t));
+        } catch (Throwable ignored) {
+            // Nothing else to do: the probes stay no-ops either way.
+        }
+    }
+
+    /** Implemented in the agent library, like {@link #counters}. */
+    private static native void failed0(String why);
 
     /**
      * This thread's slot: its home slot when the thread owns it, else what the agent says (a
