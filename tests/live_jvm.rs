@@ -402,6 +402,23 @@ fn excluded_classes_are_left_out_of_verified_stacks() {
 /// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
 /// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
 /// table came with the first slow entry, every thread when it came with the first probe).
+/// The debugger's agent (JDWP) loaded after lucce's: the JVM starts and the run is exact. lucce
+/// took `can_suspend`, which one JVMTI environment may hold at a time, at load; JDWP then could
+/// not start, nor the JVM with it (so jshell failed under `lucce record`: its execution JVM runs
+/// with JDWP). Now lucce holds it only while it restarts the reference threads, and leaves them
+/// alone when it cannot have it.
+#[test]
+fn debugger_agent_alongside() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    let jdwp = OsString::from("-agentlib:jdwp=transport=dt_socket,server=y,suspend=n,address=localhost:0");
+    let out = run_java("LiveThreads", &format!("out={},verify=1,summary=off", store.display()), &[jdwp]);
+    assert_eq!(out.code, Some(0), "LiveThreads with JDWP failed:\n{}", out.stderr);
+    check_marks("LiveThreads with JDWP", &parse_heres(&out.stdout), &store);
+    let v = verify("LiveThreads with JDWP", &store);
+    assert!(v.verified >= THREAD_MARKS.len() as u64, "{} verified", v.verified);
+}
+
 #[test]
 fn short_threads_take_no_answer_table() {
     let tmp = tempfile::tempdir().expect("tempdir");

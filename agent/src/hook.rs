@@ -216,12 +216,9 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     if options.cache.is_some() && potential.has(Capabilities::MAINTAIN_ORIGINAL_METHOD_ORDER) {
         caps.set(Capabilities::MAINTAIN_ORIGINAL_METHOD_ORDER);
     }
-    // Optional: to restart the JDK's reference threads on rewritten code (ref_threads.rs).
-    let restart_caps = [Capabilities::SUSPEND, Capabilities::SIGNAL_THREAD];
-    let restart_ref_threads = options.out.is_some() && options.retransform && restart_caps.iter().all(|&c| potential.has(c));
-    if restart_ref_threads {
-        restart_caps.iter().for_each(|&c| caps.set(c));
-    }
+    // The JDK's reference threads are restarted on rewritten code at VMInit (ref_threads.rs),
+    // with capabilities taken only then (`restart_capabilities`).
+    let restart_ref_threads = options.out.is_some() && options.retransform;
     jvmti.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
     let retransformer = if options.retransform {
         // SAFETY: forwarded from the caller's contract.
@@ -686,12 +683,32 @@ impl Agent {
         drop(s);
         diag!(Info, "VMInit: retransformed {ok} classes ({failed} failed) in {:?}", t0.elapsed());
         if self.restart_ref_threads {
-            for what in &ref_threads::LOOPS {
-                match ref_threads::restart(self.jvmti, jni, what) {
-                    ref_threads::Outcome::Replaced => diag!(Info, "VMInit: {:?} restarted on rewritten code", what.class),
-                    ref_threads::Outcome::Kept(why) => diag!(Info, "VMInit: {:?} keeps its obsolete loop: {why}", what.class),
-                }
+            self.restart_ref_threads(jni);
+        }
+    }
+
+    /// Restarts the JDK's reference threads on rewritten code (ref_threads.rs). The capabilities
+    /// that takes are held only meanwhile: `can_suspend` is one that a single JVMTI environment
+    /// may hold at a time, and the debugger's agent (JDWP) needs it. Taken at load, it made every
+    /// JVM started with `-agentlib:jdwp` after the agent fail ("JDWP unable to get necessary
+    /// JVMTI capabilities"). When another agent holds it, the threads keep their obsolete loops
+    /// (their work is then recorded as truncated, honestly).
+    fn restart_ref_threads(&self, jni: Jni) {
+        let mut caps = Capabilities::default();
+        caps.set(Capabilities::SUSPEND);
+        caps.set(Capabilities::SIGNAL_THREAD);
+        if let Err(e) = self.jvmti.add_capabilities(&caps) {
+            diag!(Info, "VMInit: the reference threads keep their obsolete loops: no capability to suspend them ({e}; a debugger's agent holds it?)");
+            return;
+        }
+        for what in &ref_threads::LOOPS {
+            match ref_threads::restart(self.jvmti, jni, what) {
+                ref_threads::Outcome::Replaced => diag!(Info, "VMInit: {:?} restarted on rewritten code", what.class),
+                ref_threads::Outcome::Kept(why) => diag!(Info, "VMInit: {:?} keeps its obsolete loop: {why}", what.class),
             }
+        }
+        if let Err(e) = self.jvmti.relinquish_capabilities(&caps) {
+            diag!(Error, "VMInit: cannot give back the capability to suspend threads: {e}");
         }
     }
 

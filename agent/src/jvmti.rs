@@ -384,6 +384,14 @@ impl Jvmti {
         check(unsafe { f(self.0, caps) })
     }
 
+    /// JVMTI `RelinquishCapabilities`: gives up `caps` (which this environment holds).
+    pub fn relinquish_capabilities(self, caps: &Capabilities) -> Result<(), Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *const Capabilities) -> JvmtiError;
+        let f = jvmti_fn!(self, 143, F);
+        // SAFETY: slot 143; the VM reads the struct during the call.
+        check(unsafe { f(self.0, caps) })
+    }
+
     pub fn retransform_classes(self, classes: &[jclass]) -> Result<(), Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jint, *const jclass) -> JvmtiError;
         let f = jvmti_fn!(self, 152, F);
