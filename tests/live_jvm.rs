@@ -970,3 +970,59 @@ fn modular_program_without_jdk_unsupported() {
     // 57,313 entries of fib, one in 97 an event (fewer on threads that sampled elsewhere first).
     assert!(in_fib > 400, "{in_fib} events in fib");
 }
+
+/// A Java agent (`-javaagent`) whose transformer changes a class as it loads, loaded after lucce's
+/// agent, as `lucce record` orders them (`JAVA_TOOL_OPTIONS` comes first): lucce must rewrite what
+/// the Java agent made, not the other way round. (Hooked from its environment made at load,
+/// lucce's rewrite came first and the Java agent's bytes replaced it: here every frame of the
+/// class was then uninstrumented and 91,450 of 105,256 events truncated; a transformer that
+/// inserts calls into lucce's output made traces wrong.)
+#[test]
+fn java_agent_transforming_classes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live_javaagent");
+    let javac = |out: &str, classpath: Option<&Path>, sources: &[PathBuf]| {
+        let mut cmd = Command::new(tool("javac"));
+        cmd.arg("-g").arg("-d").arg(tmp.path().join(out));
+        if let Some(cp) = classpath {
+            cmd.arg("-cp").arg(cp);
+        }
+        let o = cmd.args(sources).output().expect("run javac");
+        assert!(o.status.success(), "javac {out} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+        tmp.path().join(out)
+    };
+    let plain = javac("plain", None, &java_sources(&dir.join("plain")));
+    let variant = javac("variant", Some(&plain), &java_sources(&dir.join("variant")));
+    let agent_classes = javac("agent", None, &java_sources(&dir.join("agent")));
+    let manifest = tmp.path().join("manifest.txt");
+    std::fs::write(&manifest, "Premain-Class: LiveTransformer\n").unwrap();
+    let jar = tmp.path().join("agent.jar");
+    let o = Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&agent_classes).arg(".").output().expect("run jar");
+    assert!(o.status.success(), "jar failed:\n{}", String::from_utf8_lossy(&o.stderr));
+
+    let store = tmp.path().join("store");
+    let mut cmd = Command::new(tool("java"));
+    cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+    // Only these classes: every entry of the JDK's too made this run ten times longer.
+    cmd.arg(format!("-agentpath:{}=out={},sample=1,verify=1,summary=off,include=LiveAgent*", agent_lib().display(), store.display()));
+    cmd.arg(format!("-javaagent:{}={}", jar.display(), variant.join("LiveAgentTarget.class").display()));
+    cmd.arg("-cp").arg(&plain).arg("LiveAgentTarget");
+    let out = run(cmd, "java -javaagent LiveAgentTarget");
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // The variant ran: fib(15) enters f 1,973 times, and main calls hit once more.
+    assert_eq!(out.stdout, "fib(15) = 610, hits 1974\n");
+    verify("java -javaagent LiveAgentTarget", &store);
+    let events = run_lucce(&[&"events".into(), &store.as_path().into(), &"--json".into()]);
+    assert_eq!(events.code, Some(0), "{}", events.stderr);
+    let (mut bumps, mut truncated) = (0, 0);
+    for line in events.stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        let frames = json_frames(&v["frames"]);
+        if frames.first().is_some_and(|f| f.class == "LiveAgentHits" && f.method == "bump") {
+            bumps += 1;
+            truncated += u32::from(v["truncated"].as_bool() == Some(true));
+            assert!(frames.iter().any(|f| f.class == "LiveAgentTarget"), "{frames:?}");
+        }
+    }
+    assert_eq!((bumps, truncated), (1974, 0), "events in LiveAgentHits.bump, and of them truncated");
+}

@@ -3,10 +3,11 @@
 //!
 //! Phases:
 //! - OnLoad: options, capabilities, counter memory, callbacks. Nothing is rewritten yet.
-//! - Before VMInit the hook leaves every class alone (counted as "deferred"). Instrumented code
-//!   calls `lucce/Runtime`, which does not exist before VMInit, and early in startup the boot loader
-//!   cannot load classes from outside java.base anyway.
-//! - VMInit: define `lucce/Runtime` into the boot loader, switch the hook on, then retransform every
+//! - Before VMInit no class is hooked. Instrumented code calls `lucce/Runtime`, which does not
+//!   exist before VMInit, and early in startup the boot loader cannot load classes from outside
+//!   java.base anyway.
+//! - VMInit: define `lucce/Runtime` into the boot loader, switch the hook on (in an environment
+//!   made then, see `Agent::enable_load_hook`), then retransform every
 //!   modifiable class loaded so far in ONE `RetransformClasses` call (class by class only if the
 //!   batch is refused).
 //! - VMDeath: the summary (and the count check).
@@ -277,7 +278,8 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     if let Some(r) = retransformer {
         r.set_event_callbacks(&cb).map_err(|e| SetupError::Jvmti("SetEventCallbacks", e))?;
     }
-    let mut events = vec![jvmti::JVMTI_EVENT_VM_INIT, jvmti::JVMTI_EVENT_VM_DEATH, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK];
+    // The load hook is enabled at VMInit (`Agent::enable_load_hook`).
+    let mut events = vec![jvmti::JVMTI_EVENT_VM_INIT, jvmti::JVMTI_EVENT_VM_DEATH];
     if recorder.is_some() {
         events.push(jvmti::JVMTI_EVENT_THREAD_END);
     }
@@ -604,6 +606,7 @@ impl Agent {
                 diag!(Error, "cannot enable MethodEntry events for count_check: {e}");
             }
         }
+        self.enable_load_hook(jni);
         self.live.store(true, Ordering::Release);
         // Present exactly when the `retransform` option is on.
         let Some(retransformer) = self.retransformer else {
@@ -684,6 +687,32 @@ impl Agent {
         diag!(Info, "VMInit: retransformed {ok} classes ({failed} failed) in {:?}", t0.elapsed());
         if self.restart_ref_threads {
             self.restart_ref_threads(jni);
+        }
+    }
+
+    /// Enables the load hook in a JVMTI environment of its own, made now. The JVM calls the load
+    /// hooks of environments in the order they were made (those that cannot retransform first),
+    /// and a `-javaagent`'s is made at load, after this agent's when `JAVA_TOOL_OPTIONS` names
+    /// this one (as `lucce record` does): hooked from the environment made at load, this agent
+    /// rewrote a class first and the Java agent's transformer then changed the result, putting
+    /// calls before the entry probe, which made decoded traces wrong (test
+    /// `java_agent_transforming_classes`). Now the Java agent's changes come first and are
+    /// rewritten like the rest. (A transformer that can retransform still runs after this hook:
+    /// README, "What a decoded trace contains".) Without a new environment, the one made at load.
+    fn enable_load_hook(&self, jni: Jni) {
+        // SAFETY: `java_vm` is the VM this thread runs in, live for the rest of the process.
+        let env = jni.java_vm().and_then(|vm| unsafe { jvmti::JavaVM::get_jvmti(vm) });
+        let env = env.filter(|env| {
+            let mut cb = EventCallbacks::new();
+            cb.class_file_load_hook(class_file_load_hook);
+            env.set_event_callbacks(&cb).is_ok()
+        });
+        let env = env.unwrap_or_else(|| {
+            diag!(Warn, "no JVMTI environment of its own for the load hook; a Java agent's transformers may run after it");
+            self.jvmti
+        });
+        if let Err(e) = env.set_event_notification_mode(true, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
+            diag!(Error, "cannot enable the load hook: {e}");
         }
     }
 

@@ -784,6 +784,16 @@ impl Jni {
         unsafe { self.call_a::<()>(143, class, method, args) }.is_some()
     }
 
+    /// JNI `GetJavaVM` (index 219): the VM this thread runs in.
+    pub fn java_vm(self) -> Option<*mut JavaVM> {
+        type F = unsafe extern "C" fn(*mut JniEnv, *mut *mut JavaVM) -> jint;
+        let f = jni_fn!(self, 219, F);
+        let mut vm: *mut JavaVM = std::ptr::null_mut();
+        // SAFETY: index 219 = GetJavaVM; `vm` is a local the VM writes.
+        let r = unsafe { f(self.0, &mut vm) };
+        (r == JNI_OK && !vm.is_null()).then_some(vm)
+    }
+
     /// JNI `NewStringUTF` (index 167); null when the VM refused (cleared).
     pub fn new_string(self, text: &CStr) -> jstring {
         type F = unsafe extern "C" fn(*mut JniEnv, *const c_char) -> jstring;
