@@ -218,7 +218,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         caps.set(Capabilities::MAINTAIN_ORIGINAL_METHOD_ORDER);
     }
     // The JDK's reference threads are restarted on rewritten code at VMInit (ref_threads.rs),
-    // with capabilities taken only then (`restart_capabilities`).
+    // with capabilities taken only then (`Agent::restart_ref_threads`).
     let restart_ref_threads = options.out.is_some() && options.retransform;
     jvmti.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
     let retransformer = if options.retransform {
