@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jvm_support::{agent_lib, java_sources, run, tool, Outcome};
+use jvm_support::{agent_arg, java_sources, no_java_options, run, tool, Outcome};
 
 /// Compiles every tests/scripts/*.java once into a temporary directory.
 fn classes() -> &'static Path {
@@ -36,9 +36,9 @@ fn classes() -> &'static Path {
 /// Runs `java [agent] -Xverify:all -cp CLASSES main`, with a timeout.
 fn run_java(main: &str, agent_options: Option<&str>) -> Outcome {
     let mut cmd = Command::new(tool("java"));
-    cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+    no_java_options(&mut cmd);
     if let Some(opts) = agent_options {
-        cmd.arg(format!("-agentpath:{}={opts}", agent_lib().display()));
+        cmd.arg(agent_arg(opts));
     }
     cmd.arg("-Xverify:all").arg("-Xss4m").arg("-cp").arg(classes()).arg(main);
     run(cmd, &format!("{main} (agent: {agent_options:?})"))

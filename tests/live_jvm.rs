@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jvm_support::{agent_lib, java_home, java_sources, run, tool, Outcome};
+use jvm_support::{agent_arg, agent_lib, java_home, java_sources, no_java_options, run, tool, Outcome};
 
 /// `Lucce` as the programs compile against it; never on the run-time class path.
 const STUB: &str = "package lucce;\n\
@@ -117,8 +117,7 @@ fn run_java_limited(main: &str, agent_options: &str, jvm_args: &[OsString], addr
         }
         None => Command::new(tool("java")),
     };
-    cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
-    cmd.arg(format!("-agentpath:{}={agent_options}", agent_lib().display()));
+    no_java_options(&mut cmd).arg(agent_arg(agent_options));
     cmd.args(jvm_args).arg("-cp").arg(classes()).arg(main);
     run(cmd, &format!("java {main} ({agent_options})"))
 }
@@ -205,13 +204,17 @@ fn json_frames(v: &serde_json::Value) -> Vec<Frame> {
         .collect()
 }
 
-/// `lucce events STORE --json`, mark events only.
-fn mark_events(store: &Path) -> Vec<MarkEvent> {
+/// `lucce events STORE --json`, one value per event.
+fn events_json(store: &Path) -> Vec<serde_json::Value> {
     let out = run_lucce(&[&"events".into(), &store.into(), &"--json".into()]);
     assert_eq!(out.code, Some(0), "lucce events failed:\n{}", out.stderr);
-    out.stdout
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("bad JSON line ({e}): {l}")))
+    out.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line ({e}): {l}"))).collect()
+}
+
+/// [`events_json`], mark events only.
+fn mark_events(store: &Path) -> Vec<MarkEvent> {
+    events_json(store)
+        .into_iter()
         .filter(|v| v["kind"] == "mark")
         .map(|v| MarkEvent {
             seq: v["seq"].as_u64().expect("seq"),
@@ -399,9 +402,6 @@ fn excluded_classes_are_left_out_of_verified_stacks() {
     assert!(v.verified >= THREAD_MARKS.len() as u64, "{} verified", v.verified);
 }
 
-/// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
-/// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
-/// table came with the first slow entry, every thread when it came with the first probe).
 /// The debugger's agent (JDWP) loaded after lucce's: the JVM starts and the run is exact. lucce
 /// took `can_suspend`, which one JVMTI environment may hold at a time, at load; JDWP then could
 /// not start, nor the JVM with it (so jshell failed under `lucce record`: its execution JVM runs
@@ -419,6 +419,9 @@ fn debugger_agent_alongside() {
     assert!(v.verified >= THREAD_MARKS.len() as u64, "{} verified", v.verified);
 }
 
+/// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
+/// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
+/// table came with the first slow entry, every thread when it came with the first probe).
 #[test]
 fn short_threads_take_no_answer_table() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -721,7 +724,7 @@ fn lucce_record_and_its_class_cache() {
     let cache = tmp.path().join("cache");
     let record = |out: &Path, cache_flag: &[&OsString]| {
         let mut cmd = Command::new(lucce_bin());
-        cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+        no_java_options(&mut cmd);
         // Where the default cache would go: a test must not write to the user's.
         cmd.env("XDG_CACHE_HOME", tmp.path().join("xdg")).env_remove("LUCCE_CLASS_CACHE");
         cmd.env("LUCCE_AGENT", agent_lib()).arg("record").arg("--out").arg(out).args(cache_flag);
@@ -756,7 +759,7 @@ fn lucce_record_and_its_class_cache() {
     // starts no JVM: nothing recorded, exit status 1.
     let again = |out: &Path, command: &[&OsStr]| {
         let mut cmd = Command::new(lucce_bin());
-        cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
+        no_java_options(&mut cmd);
         cmd.env("LUCCE_AGENT", agent_lib()).arg("record").arg("--out").arg(out).arg("--no-class-cache").arg("--").args(command);
         run(cmd, &format!("lucce record {}", out.display()))
     };
@@ -935,8 +938,7 @@ fn modular_program_without_jdk_unsupported() {
     assert!(out.status.success(), "javac failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let java = |agent_options: &str| {
         let mut cmd = Command::new(tool("java"));
-        cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
-        cmd.arg(format!("-agentpath:{}={agent_options}", agent_lib().display()));
+        no_java_options(&mut cmd).arg(agent_arg(agent_options));
         cmd.arg("-p").arg(&modules).args(["-m", "example.modular/example.modular.Main"]);
         let what = format!("java -m example.modular ({agent_options})");
         let o = run(cmd, &what);
@@ -957,15 +959,9 @@ fn modular_program_without_jdk_unsupported() {
     java(&format!("out={},sample=97,verify=1,summary=off", store.display()));
     let v = verify("java -m example.modular", &store);
     assert!(v.verified > 500 && v.verified == v.events, "{} events, {} verified", v.events, v.verified);
-    let events = run_lucce(&[&"events".into(), &store.as_path().into(), &"--json".into()]);
-    assert_eq!(events.code, Some(0), "{}", events.stderr);
-    let in_fib = events
-        .stdout
-        .lines()
-        .filter(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("JSON line");
-            json_frames(&v["frames"]).first().is_some_and(|f| f.class == "example.modular.Main" && f.method == "fib")
-        })
+    let in_fib = events_json(&store)
+        .iter()
+        .filter(|v| json_frames(&v["frames"]).first().is_some_and(|f| f.class == "example.modular.Main" && f.method == "fib"))
         .count();
     // 57,313 entries of fib, one in 97 an event (fewer on threads that sampled elsewhere first).
     assert!(in_fib > 400, "{in_fib} events in fib");
@@ -1002,9 +998,8 @@ fn java_agent_transforming_classes() {
 
     let store = tmp.path().join("store");
     let mut cmd = Command::new(tool("java"));
-    cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS");
     // Only these classes: every entry of the JDK's too made this run ten times longer.
-    cmd.arg(format!("-agentpath:{}=out={},sample=1,verify=1,summary=off,include=LiveAgent*", agent_lib().display(), store.display()));
+    no_java_options(&mut cmd).arg(agent_arg(&format!("out={},sample=1,verify=1,summary=off,include=LiveAgent*", store.display())));
     cmd.arg(format!("-javaagent:{}={}", jar.display(), variant.join("LiveAgentTarget.class").display()));
     cmd.arg("-cp").arg(&plain).arg("LiveAgentTarget");
     let out = run(cmd, "java -javaagent LiveAgentTarget");
@@ -1012,11 +1007,8 @@ fn java_agent_transforming_classes() {
     // The variant ran: fib(15) enters f 1,973 times, and main calls hit once more.
     assert_eq!(out.stdout, "fib(15) = 610, hits 1974\n");
     verify("java -javaagent LiveAgentTarget", &store);
-    let events = run_lucce(&[&"events".into(), &store.as_path().into(), &"--json".into()]);
-    assert_eq!(events.code, Some(0), "{}", events.stderr);
     let (mut bumps, mut truncated) = (0, 0);
-    for line in events.stdout.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+    for v in events_json(&store) {
         let frames = json_frames(&v["frames"]);
         if frames.first().is_some_and(|f| f.class == "LiveAgentHits" && f.method == "bump") {
             bumps += 1;

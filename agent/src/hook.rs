@@ -66,8 +66,6 @@ pub struct Agent {
     cache: Option<ClassCache>,
     /// The hook rewrites only once the runtime class exists (set at VMInit).
     live: AtomicBool,
-    /// Whether VMInit restarts the JDK's reference threads on rewritten code (ref_threads.rs).
-    restart_ref_threads: bool,
     /// Until the VMInit batch has been assembled: names of classes the hook rewrote at first load,
     /// so that the batch does not retransform them a second time.
     hooked_early: Mutex<Option<HashSet<String>>>,
@@ -217,9 +215,6 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
     if options.cache.is_some() && potential.has(Capabilities::MAINTAIN_ORIGINAL_METHOD_ORDER) {
         caps.set(Capabilities::MAINTAIN_ORIGINAL_METHOD_ORDER);
     }
-    // The JDK's reference threads are restarted on rewritten code at VMInit (ref_threads.rs),
-    // with capabilities taken only then (`Agent::restart_ref_threads`).
-    let restart_ref_threads = options.out.is_some() && options.retransform;
     jvmti.add_capabilities(&caps).map_err(|e| SetupError::Jvmti("AddCapabilities", e))?;
     let retransformer = if options.retransform {
         // SAFETY: forwarded from the caller's contract.
@@ -261,7 +256,6 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         recorder,
         cache,
         live: AtomicBool::new(false),
-        restart_ref_threads,
         hooked_early: Mutex::new(Some(HashSet::new())),
         dead: AtomicBool::new(false),
     };
@@ -685,8 +679,10 @@ impl Agent {
         s.retransform.ns = t0.elapsed().as_nanos() as u64;
         drop(s);
         diag!(Info, "VMInit: retransformed {ok} classes ({failed} failed) in {:?}", t0.elapsed());
-        if self.restart_ref_threads {
-            self.restart_ref_threads(jni);
+        // Record mode: the JDK's reference threads, restarted on rewritten code, record their
+        // work completely (the batch above rewrote their classes).
+        if self.recorder.is_some() {
+            self.restart_reference_threads(jni);
         }
     }
 
@@ -722,7 +718,7 @@ impl Agent {
     /// JVM started with `-agentlib:jdwp` after the agent fail ("JDWP unable to get necessary
     /// JVMTI capabilities"). When another agent holds it, the threads keep their obsolete loops
     /// (their work is then recorded as truncated, honestly).
-    fn restart_ref_threads(&self, jni: Jni) {
+    fn restart_reference_threads(&self, jni: Jni) {
         let mut caps = Capabilities::default();
         caps.set(Capabilities::SUSPEND);
         caps.set(Capabilities::SIGNAL_THREAD);

@@ -98,6 +98,17 @@ pub struct Outcome {
     pub stderr: String,
 }
 
+/// Clears the variables through which the environment adds JVM options (a developer's
+/// `JAVA_TOOL_OPTIONS` would reach every JVM a test starts).
+pub fn no_java_options(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove("JAVA_TOOL_OPTIONS").env_remove("_JAVA_OPTIONS").env_remove("JDK_JAVA_OPTIONS")
+}
+
+/// `-agentpath:` for the agent library with `options`.
+pub fn agent_arg(options: &str) -> String {
+    format!("-agentpath:{}={options}", agent_lib().display())
+}
+
 /// Runs `cmd` to its end within [`TIMEOUT`], collecting stdout and stderr; panics naming `what`
 /// if it does not end in time.
 pub fn run(mut cmd: Command, what: &str) -> Outcome {
