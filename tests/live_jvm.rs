@@ -967,12 +967,15 @@ fn modular_program_without_jdk_unsupported() {
     assert!(in_fib > 400, "{in_fib} events in fib");
 }
 
-/// A Java agent (`-javaagent`) whose transformer changes a class as it loads, loaded after lucce's
-/// agent, as `lucce record` orders them (`JAVA_TOOL_OPTIONS` comes first): lucce must rewrite what
-/// the Java agent made, not the other way round. (Hooked from its environment made at load,
-/// lucce's rewrite came first and the Java agent's bytes replaced it: here every frame of the
-/// class was then uninstrumented and 91,450 of 105,256 events truncated; a transformer that
-/// inserts calls into lucce's output made traces wrong.)
+/// A Java agent (`-javaagent`) whose transformer changes a class, loaded after lucce's agent, as
+/// `lucce record` orders them (`JAVA_TOOL_OPTIONS` comes first): lucce must rewrite what the Java
+/// agent made, not the other way round; whether the transformer replaces the class as it loads,
+/// does so registered to retransform, or replaces it when it retransforms the class after it
+/// loaded. (Hooked from its environment made at load, lucce's rewrite came first and the Java
+/// agent's bytes replaced it: here every frame of the class was then uninstrumented and 91,450
+/// of 105,256 events truncated; a transformer that inserts calls into lucce's output made traces
+/// wrong. With a load hook that cannot retransform, the last two modes gave 3,948 events, every
+/// one truncated.)
 #[test]
 fn java_agent_transforming_classes() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -991,30 +994,33 @@ fn java_agent_transforming_classes() {
     let variant = javac("variant", Some(&plain), &java_sources(&dir.join("variant")));
     let agent_classes = javac("agent", None, &java_sources(&dir.join("agent")));
     let manifest = tmp.path().join("manifest.txt");
-    std::fs::write(&manifest, "Premain-Class: LiveTransformer\n").unwrap();
+    std::fs::write(&manifest, "Premain-Class: LiveTransformer\nCan-Retransform-Classes: true\n").unwrap();
     let jar = tmp.path().join("agent.jar");
     let o = Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&agent_classes).arg(".").output().expect("run jar");
     assert!(o.status.success(), "jar failed:\n{}", String::from_utf8_lossy(&o.stderr));
 
-    let store = tmp.path().join("store");
-    let mut cmd = Command::new(tool("java"));
-    // Only these classes: every entry of the JDK's too made this run ten times longer.
-    no_java_options(&mut cmd).arg(agent_arg(&format!("out={},sample=1,verify=1,summary=off,include=LiveAgent*", store.display())));
-    cmd.arg(format!("-javaagent:{}={}", jar.display(), variant.join("LiveAgentTarget.class").display()));
-    cmd.arg("-cp").arg(&plain).arg("LiveAgentTarget");
-    let out = run(cmd, "java -javaagent LiveAgentTarget");
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    // The variant ran: fib(15) enters f 1,973 times, and main calls hit once more.
-    assert_eq!(out.stdout, "fib(15) = 610, hits 1974\n");
-    verify("java -javaagent LiveAgentTarget", &store);
-    let (mut bumps, mut truncated) = (0, 0);
-    for v in events_json(&store) {
-        let frames = json_frames(&v["frames"]);
-        if frames.first().is_some_and(|f| f.class == "LiveAgentHits" && f.method == "bump") {
-            bumps += 1;
-            truncated += u32::from(v["truncated"].as_bool() == Some(true));
-            assert!(frames.iter().any(|f| f.class == "LiveAgentTarget"), "{frames:?}");
+    for mode in ["load", "load-retransforming", "retransform"] {
+        let what = format!("java -javaagent={mode} LiveAgentTarget");
+        let store = tmp.path().join(format!("store-{mode}"));
+        let mut cmd = Command::new(tool("java"));
+        // Only these classes: every entry of the JDK's too made this run ten times longer.
+        no_java_options(&mut cmd).arg(agent_arg(&format!("out={},sample=1,verify=1,summary=off,include=LiveAgent*", store.display())));
+        cmd.arg(format!("-javaagent:{}={mode}:{}", jar.display(), variant.join("LiveAgentTarget.class").display()));
+        cmd.arg("-cp").arg(&plain).arg("LiveAgentTarget");
+        let out = run(cmd, &what);
+        assert_eq!(out.code, Some(0), "{what}: {}", out.stderr);
+        // The variant ran: fib(15) enters f 1,973 times, and main calls hit once more.
+        assert_eq!(out.stdout, "fib(15) = 610, hits 1974\n", "{what}");
+        verify(&what, &store);
+        let (mut bumps, mut truncated) = (0, 0);
+        for v in events_json(&store) {
+            let frames = json_frames(&v["frames"]);
+            if frames.first().is_some_and(|f| f.class == "LiveAgentHits" && f.method == "bump") {
+                bumps += 1;
+                truncated += u32::from(v["truncated"].as_bool() == Some(true));
+                assert!(frames.iter().any(|f| f.class == "LiveAgentTarget"), "{what}: {frames:?}");
+            }
         }
+        assert_eq!((bumps, truncated), (1974, 0), "{what}: events in LiveAgentHits.bump, and of them truncated");
     }
-    assert_eq!((bumps, truncated), (1974, 0), "events in LiveAgentHits.bump, and of them truncated");
 }

@@ -16,7 +16,7 @@
 //! event) is left as the JVM gave it.
 
 use std::collections::HashSet;
-use std::ffi::{c_char, c_uchar, CStr};
+use std::ffi::{c_char, c_int, c_uchar, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -26,7 +26,7 @@ use crate::class_cache::{ClassCache, ClassReport};
 use crate::count_check::CountCheck;
 use crate::diag;
 use crate::jvmti::{self, jbyteArray, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
-use crate::options::Options;
+use crate::options::{AfterAgents, Options};
 use crate::ref_threads;
 use crate::recorder::{lock, Recorder};
 use crate::registry::Registry;
@@ -289,7 +289,8 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
 /// The environment that retransforms the classes loaded before VMInit: its own, because the JVM
 /// keeps a copy of the original bytes of every class that an environment able to retransform
 /// changes in its load hook (`JvmtiCachedClassFileData`, NMT's "Internal": 8.4 MB in
-/// lucene_search); so only this one can, and its hook is on only during the VMInit batch.
+/// lucene_search); so only this one can, and its hook is on only during the VMInit batch (unless
+/// a Java agent makes the load hook's own environment retransform: `Agent::enable_load_hook`).
 ///
 /// # Safety
 /// `vm` must be the `JavaVM*` the JVM passed to `Agent_OnLoad`.
@@ -600,12 +601,18 @@ impl Agent {
                 diag!(Error, "cannot enable MethodEntry events for count_check: {e}");
             }
         }
-        self.enable_load_hook(jni);
+        let load_env = self.enable_load_hook(jni);
         self.live.store(true, Ordering::Release);
         // Present exactly when the `retransform` option is on.
         let Some(retransformer) = self.retransformer else {
             *lock(&self.hooked_early) = None;
             return;
+        };
+        // A load hook that can retransform does the batch itself, after the Java agents'
+        // transformers; its hook stays on.
+        let (retransformer, toggled) = match load_env {
+            Some(env) => (env, false),
+            None => (retransformer, true),
         };
         let t0 = Instant::now();
         let classes = match self.jvmti.loaded_classes() {
@@ -636,7 +643,10 @@ impl Agent {
         // serves a class of the batch only when it meets the ids of its earlier run
         // (`ClassCache::serve_exact`), which depend on every class before it.
         batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        let hook = |on| retransformer.set_event_notification_mode(on, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut());
+        let hook = |on| match toggled {
+            true => retransformer.set_event_notification_mode(on, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()),
+            false => Ok(()),
+        };
         if let Err(e) = hook(true) {
             diag!(Error, "cannot enable the retransforming load hook: {e}");
         }
@@ -687,21 +697,36 @@ impl Agent {
     }
 
     /// Enables the load hook in a JVMTI environment of its own, made now. The JVM calls the load
-    /// hooks of environments in the order they were made (those that cannot retransform first),
-    /// and a `-javaagent`'s is made at load, after this agent's when `JAVA_TOOL_OPTIONS` names
-    /// this one (as `lucce record` does): hooked from the environment made at load, this agent
-    /// rewrote a class first and the Java agent's transformer then changed the result, putting
-    /// calls before the entry probe, which made decoded traces wrong (test
-    /// `java_agent_transforming_classes`). Now the Java agent's changes come first and are
-    /// rewritten like the rest. (A transformer that can retransform still runs after this hook:
-    /// README, "What a decoded trace contains".) Without a new environment, the one made at load.
-    fn enable_load_hook(&self, jni: Jni) {
+    /// hooks of environments in the order they were made, those that cannot retransform first,
+    /// and a `-javaagent`'s environments are made at load, after this agent's when
+    /// `JAVA_TOOL_OPTIONS` names this one (as `lucce record` does). Hooked from the environment
+    /// made at load, this agent rewrote a class first and the Java agent's transformer then
+    /// changed the result, putting calls before the entry probe, which made decoded traces wrong
+    /// (test `java_agent_transforming_classes`). Made now, it comes after them all; and when it
+    /// can retransform too (`after_agents`), also after the transformers that retransform, and
+    /// it is called again for each class a Java agent retransforms. Returns that environment
+    /// when it can retransform (it then retransforms the VMInit batch), else None. Without a new
+    /// environment, the one made at load.
+    fn enable_load_hook(&self, jni: Jni) -> Option<Jvmti> {
         // SAFETY: `java_vm` is the VM this thread runs in, live for the rest of the process.
         let env = jni.java_vm().and_then(|vm| unsafe { jvmti::JavaVM::get_jvmti(vm) });
         let env = env.filter(|env| {
             let mut cb = EventCallbacks::new();
             cb.class_file_load_hook(class_file_load_hook);
             env.set_event_callbacks(&cb).is_ok()
+        });
+        let retransforming = env.filter(|&env| {
+            let wanted = match self.options.after_agents {
+                AfterAgents::On => true,
+                AfterAgents::Off => false,
+                AfterAgents::Auto => java_agent_loaded(),
+            };
+            let mut caps = Capabilities::default();
+            caps.set(Capabilities::RETRANSFORM_CLASSES);
+            caps.set(Capabilities::RETRANSFORM_ANY_CLASS);
+            let added = wanted && env.add_capabilities(&caps).map_err(|e| diag!(Warn, "the load hook cannot retransform ({e}): a Java agent's transformers that retransform run after it")).is_ok();
+            lock(&self.stats).load_hook_retransforms = added;
+            added
         });
         let env = env.unwrap_or_else(|| {
             diag!(Warn, "no JVMTI environment of its own for the load hook; a Java agent's transformers may run after it");
@@ -710,6 +735,7 @@ impl Agent {
         if let Err(e) = env.set_event_notification_mode(true, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
             diag!(Error, "cannot enable the load hook: {e}");
         }
+        retransforming
     }
 
     /// Restarts the JDK's reference threads on rewritten code (ref_threads.rs). The capabilities
@@ -823,6 +849,27 @@ unsafe extern "C" fn method_entry(_jvmti: *mut JvmtiEnv, _jni: *mut JniEnv, _thr
 /// region stays mapped because daemon threads may still be running instrumented code.
 pub fn unload() {
     diag!(Info, "unloaded");
+}
+
+/// Whether the JVM started with a Java agent: it loads libinstrument, java.lang.instrument's
+/// native side, for each `-javaagent` before VMInit (for an agent attached later, only then).
+fn java_agent_loaded() -> bool {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _size: usize, found: *mut c_void) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid `info` whose name is null or NUL-terminated,
+        // and `found` is the `bool` given below, live for the whole iteration.
+        unsafe {
+            let name = (*info).dlpi_name;
+            if !name.is_null() && CStr::from_ptr(name).to_bytes().ends_with(b"/libinstrument.so") {
+                *found.cast::<bool>() = true;
+                return 1;
+            }
+        }
+        0
+    }
+    let mut found = false;
+    // SAFETY: `each` is a valid callback for dl_iterate_phdr and `found` outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut bool).cast()) };
+    found
 }
 
 /// Reads a byte of each page of a class's bytes. HotSpot hands the hook the classes that the

@@ -31,7 +31,7 @@ fn quoted(s: &str) -> String {
 }
 
 const KNOWN: &[&str] =
-    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache", "cache"];
+    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache", "cache", "after_agents"];
 
 /// Where a text stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +39,22 @@ pub enum Sink {
     Off,
     Stderr,
     File(PathBuf),
+}
+
+/// Whether the load hook may retransform (`after_agents=`): the JVM calls the load hooks of
+/// environments that can retransform after all others, so only a hook that can runs after the
+/// transformers of Java agents that retransform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterAgents {
+    /// `On` when the JVM started with a Java agent (`-javaagent`), else `Off`.
+    Auto,
+    /// The hook can retransform: it runs after every transformer of the Java agents given on the
+    /// command line, and rewrites again each class they retransform; the JVM then keeps a copy
+    /// of the bytes of every class the hook changes.
+    On,
+    /// The hook cannot retransform: it runs after the transformers of Java agents that do not
+    /// retransform, before those that do.
+    Off,
 }
 
 /// How the runtime class bumps counters.
@@ -83,6 +99,7 @@ pub struct Options {
     /// The class cache's directory (class_cache.rs): classes rewritten in earlier runs are served
     /// from it. None: every class is rewritten as it loads.
     pub cache: Option<PathBuf>,
+    pub after_agents: AfterAgents,
 }
 
 impl Default for Options {
@@ -103,6 +120,7 @@ impl Default for Options {
             thread_slots: crate::recorder::EXCLUSIVE_SLOTS,
             answer_cache: 1 << 16,
             cache: None,
+            after_agents: AfterAgents::Auto,
         }
     }
 }
@@ -156,6 +174,16 @@ impl Options {
                         "info" => Level::Info,
                         "debug" => Level::Debug,
                         _ => return Err(bad("expected error, warn, info or debug")),
+                    }
+                }
+                "after_agents" => {
+                    o.after_agents = match value {
+                        "auto" => AfterAgents::Auto,
+                        _ => match parse_bool(value) {
+                            Some(true) => AfterAgents::On,
+                            Some(false) => AfterAgents::Off,
+                            None => return Err(bad("expected auto, on or off")),
+                        },
                     }
                 }
                 "retransform" => o.retransform = parse_bool(value).ok_or_else(|| bad("expected on or off"))?,
@@ -330,6 +358,10 @@ mod tests {
         let o = Options::parse("out=/tmp/x-%p,sample=10,verify=3").unwrap();
         assert_eq!(o.out, Some(PathBuf::from(format!("/tmp/x-{}", std::process::id()))));
         assert_eq!((o.sample, o.verify), (10, 3));
+        assert_eq!(o.after_agents, AfterAgents::Auto);
+        assert_eq!(Options::parse("after_agents=on").unwrap().after_agents, AfterAgents::On);
+        assert_eq!(Options::parse("after_agents=off").unwrap().after_agents, AfterAgents::Off);
+        assert!(matches!(Options::parse("after_agents=last"), Err(OptionsError::BadValue { .. })));
         for bad in ["thread_slots=0", "thread_slots=3", "thread_slots=8589934592", "thread_slots=x"] {
             assert!(matches!(Options::parse(bad), Err(OptionsError::BadValue { .. })), "{bad}");
         }

@@ -49,6 +49,9 @@ pub struct Stats {
     pub rewrite_ns_max: u64,
     pub slowest_class: String,
     pub retransform: RetransformStats,
+    /// Whether the load hook could retransform (`after_agents`), so came after every transformer
+    /// of the Java agents given at startup.
+    pub load_hook_retransforms: bool,
     /// With `cache=DIR`.
     pub class_cache: Option<CacheStats>,
 }
@@ -182,6 +185,15 @@ impl Summary {
             if r.batch_ok || r.candidates == 0 { "" } else { ", batch retried class by class" },
             r.ns as f64 / 1e6,
             r.hidden_left_alone
+        );
+        let _ = writeln!(
+            o,
+            "  load hook: {}",
+            if s.load_hook_retransforms {
+                "can retransform (runs after every transformer of the Java agents given at startup)"
+            } else {
+                "cannot retransform (a Java agent's transformer that retransforms would run after it)"
+            }
         );
         let _ = writeln!(
             o,

@@ -295,6 +295,18 @@ fn member_index_past_the_pool_leaves_the_class_alone() {
     }
 }
 
+/// A class the rewriter made is left as it is when it comes back (a Java agent redefining a
+/// class with the bytes it was given after lucce's rewrite): rewritten again, its probes would
+/// get probes of their own.
+#[test]
+fn a_rewritten_class_is_not_rewritten_again() {
+    let once = rewrite_class(&old_class(49), &mut rewrite_common::Recorder::default()).unwrap();
+    let once = once.bytes.expect("rewritten");
+    let twice = rewrite_class(&once, &mut rewrite_common::Recorder::default()).unwrap();
+    assert!(twice.bytes.is_none());
+    assert_eq!(twice.stats.unchanged_reason, Some(lucce_agent::rewrite::SkipReason::AlreadyRewritten));
+}
+
 /// The load hook reads the clocks only when a summary will report the rewrite time (they cost
 /// two system calls per class), and rewrites the same either way.
 #[test]

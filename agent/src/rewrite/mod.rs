@@ -254,6 +254,10 @@ pub enum SkipReason {
     /// `PyObject`: 5.6M finalizable objects alive, 1.2 GB of heap). Such a method calls nothing
     /// and runs nothing, so no trace can show it.
     EmptyFinalizer,
+    /// The class already calls the runtime class: this agent rewrote it before (the whole class
+    /// is unchanged). A Java agent may hand back bytes it was given after lucce's rewrite, to
+    /// `redefineClasses`; rewritten again, every probe would get probes of its own.
+    AlreadyRewritten,
     /// Bytecode the rewriter does not accept (the JVM would reject it too).
     MalformedCode(&'static str),
     MalformedStackMap(&'static str),
@@ -345,6 +349,10 @@ pub fn rewrite_class_with<O>(
         ..ClassStats::default()
     };
     if class_name.starts_with(probes::EXCLUDED_PREFIX) {
+        return Ok((None, stats));
+    }
+    if cp.has_runtime_name && cp.find_class(probes::RUNTIME_CLASS.as_bytes()).is_some() {
+        stats.unchanged_reason = Some(SkipReason::AlreadyRewritten);
         return Ok((None, stats));
     }
     let source = source_file.and_then(|i| cp.utf8(i)).map(mutf8);

@@ -5,20 +5,31 @@ import java.nio.file.Paths;
 import java.security.ProtectionDomain;
 
 /**
- * A Java agent standing in for the ones that change classes as they load (coverage, APM): its
- * transformer hands the JVM other bytes for `LiveAgentTarget`, the class file named by the
- * agent's argument (tests/live_jvm.rs, java_agent_transforming_classes).
+ * A Java agent standing in for the ones that change classes (coverage, APM): its transformer
+ * hands the JVM other bytes for `LiveAgentTarget`, the class file named by the agent's argument
+ * `MODE:PATH` (tests/live_jvm.rs, java_agent_transforming_classes). MODE `load`: a transformer
+ * that cannot retransform replaces the class as it loads; `load-retransforming`: one that can
+ * retransform does; `retransform`: premain loads the class as compiled, then retransforms it,
+ * and the transformer replaces it then, as agents do with the classes loaded before them.
  */
 public final class LiveTransformer {
     private LiveTransformer() {}
 
-    public static void premain(String variant, Instrumentation inst) throws Exception {
-        byte[] replacement = Files.readAllBytes(Paths.get(variant));
+    public static void premain(String arg, Instrumentation inst) throws Exception {
+        int colon = arg.indexOf(':');
+        String mode = arg.substring(0, colon);
+        byte[] replacement = Files.readAllBytes(Paths.get(arg.substring(colon + 1)));
+        boolean later = mode.equals("retransform");
         inst.addTransformer(new ClassFileTransformer() {
             @Override
             public byte[] transform(ClassLoader loader, String name, Class<?> redefined, ProtectionDomain pd, byte[] bytes) {
-                return loader != null && "LiveAgentTarget".equals(name) ? replacement.clone() : null;
+                boolean now = later == (redefined != null);
+                return now && loader != null && "LiveAgentTarget".equals(name) ? replacement.clone() : null;
             }
-        });
+        }, !mode.equals("load"));
+        if (later) {
+            Class<?> target = Class.forName("LiveAgentTarget", false, ClassLoader.getSystemClassLoader());
+            inst.retransformClasses(target);
+        }
     }
 }
