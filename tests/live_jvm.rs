@@ -994,19 +994,23 @@ fn java_agent_transforming_classes() {
     let variant = javac("variant", Some(&plain), &java_sources(&dir.join("variant")));
     let agent_classes = javac("agent", None, &java_sources(&dir.join("agent")));
     let manifest = tmp.path().join("manifest.txt");
-    std::fs::write(&manifest, "Premain-Class: LiveTransformer\nCan-Retransform-Classes: true\n").unwrap();
+    std::fs::write(&manifest, "Premain-Class: LiveTransformer\nAgent-Class: LiveTransformer\nCan-Retransform-Classes: true\n").unwrap();
     let jar = tmp.path().join("agent.jar");
     let o = Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&agent_classes).arg(".").output().expect("run jar");
     assert!(o.status.success(), "jar failed:\n{}", String::from_utf8_lossy(&o.stderr));
 
-    for mode in ["load", "load-retransforming", "retransform"] {
-        let what = format!("java -javaagent={mode} LiveAgentTarget");
-        let store = tmp.path().join(format!("store-{mode}"));
+    for (mode, attached) in ["load", "load-retransforming", "retransform"].into_iter().flat_map(|m| [(m, false), (m, true)]) {
+        let what = format!("java {} Java agent, mode {mode}", if attached { "attaching a" } else { "-javaagent:" });
+        let store = tmp.path().join(format!("store-{mode}-{attached}"));
         let mut cmd = Command::new(tool("java"));
         // Only these classes: every entry of the JDK's too made this run ten times longer.
-        no_java_options(&mut cmd).arg(agent_arg(&format!("out={},sample=1,verify=1,summary=off,include=LiveAgent*", store.display())));
-        cmd.arg(format!("-javaagent:{}={mode}:{}", jar.display(), variant.join("LiveAgentTarget.class").display()));
-        cmd.arg("-cp").arg(&plain).arg("LiveAgentTarget");
+        no_java_options(&mut cmd).arg(agent_arg(&format!("out={},sample=1,verify=1,summary=off,include=LiveA*", store.display())));
+        let agent_opts = format!("{mode}:{}", variant.join("LiveAgentTarget.class").display());
+        if attached {
+            cmd.arg("-Djdk.attach.allowAttachSelf=true").arg("-cp").arg(&plain).arg("LiveAttach").arg(&jar).arg(agent_opts);
+        } else {
+            cmd.arg(format!("-javaagent:{}={agent_opts}", jar.display())).arg("-cp").arg(&plain).arg("LiveAgentTarget");
+        }
         let out = run(cmd, &what);
         assert_eq!(out.code, Some(0), "{what}: {}", out.stderr);
         // The variant ran: fib(15) enters f 1,973 times, and main calls hit once more.

@@ -15,6 +15,7 @@
 //! Every callback runs inside `catch_unwind`; a panic in the agent is logged and the class (or
 //! event) is left as the JVM gave it.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_uchar, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -69,8 +70,27 @@ pub struct Agent {
     /// Until the VMInit batch has been assembled: names of classes the hook rewrote at first load,
     /// so that the batch does not retransform them a second time.
     hooked_early: Mutex<Option<HashSet<String>>>,
+    /// Where the load hook is on, from VMInit (`Agent::enable_load_hook`).
+    load_hook: Mutex<Option<LoadHook>>,
     dead: AtomicBool,
 }
+
+/// The JVMTI environment whose load hook is on.
+#[derive(Clone, Copy)]
+struct LoadHook {
+    env: Jvmti,
+    /// Times it moved to a new environment after a Java agent attached ([`MAX_MOVES`] at most).
+    moves: u32,
+    /// When the attach thread last loaded a class.
+    last_attach_class: Option<Instant>,
+}
+
+/// Moves of the load hook after attached Java agents, at most: each leaves an environment behind
+/// (disabled, but the JVM passes every event by it).
+const MAX_MOVES: u32 = 16;
+/// Classes the attach thread loads closer together than this belong to one attach (the load hook
+/// moves once for them).
+const ATTACH_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Classes per `RetransformClasses` call of the VMInit batch. The JVM parses all classes of one
 /// call into one resource area and keeps their new versions until the call returns; its arena
@@ -257,6 +277,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         cache,
         live: AtomicBool::new(false),
         hooked_early: Mutex::new(Some(HashSet::new())),
+        load_hook: Mutex::new(None),
         dead: AtomicBool::new(false),
     };
     if AGENT.set(agent).is_err() {
@@ -329,7 +350,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 
 unsafe extern "C" fn class_file_load_hook(
     jvmti: *mut JvmtiEnv,
-    _jni: *mut JniEnv,
+    jni: *mut JniEnv,
     class_being_redefined: jclass,
     _loader: jobject,
     name: *const c_char,
@@ -347,6 +368,9 @@ unsafe extern "C" fn class_file_load_hook(
         }
         if class_data.is_null() || class_data_len <= 0 || new_class_data.is_null() || new_class_data_len.is_null() {
             return;
+        }
+        if !jni.is_null() && on_attach_thread() {
+            a.follow_attached_agent(Jni(jni));
         }
         let name = if name.is_null() {
             None
@@ -708,34 +732,53 @@ impl Agent {
     /// when it can retransform (it then retransforms the VMInit batch), else None. Without a new
     /// environment, the one made at load.
     fn enable_load_hook(&self, jni: Jni) -> Option<Jvmti> {
-        // SAFETY: `java_vm` is the VM this thread runs in, live for the rest of the process.
-        let env = jni.java_vm().and_then(|vm| unsafe { jvmti::JavaVM::get_jvmti(vm) });
-        let env = env.filter(|env| {
-            let mut cb = EventCallbacks::new();
-            cb.class_file_load_hook(class_file_load_hook);
-            env.set_event_callbacks(&cb).is_ok()
-        });
-        let retransforming = env.filter(|&env| {
-            let wanted = match self.options.after_agents {
-                AfterAgents::On => true,
-                AfterAgents::Off => false,
-                AfterAgents::Auto => java_agent_loaded(),
-            };
-            let mut caps = Capabilities::default();
-            caps.set(Capabilities::RETRANSFORM_CLASSES);
-            caps.set(Capabilities::RETRANSFORM_ANY_CLASS);
-            let added = wanted && env.add_capabilities(&caps).map_err(|e| diag!(Warn, "the load hook cannot retransform ({e}): a Java agent's transformers that retransform run after it")).is_ok();
-            lock(&self.stats).load_hook_retransforms = added;
-            added
-        });
-        let env = env.unwrap_or_else(|| {
+        let wanted = match self.options.after_agents {
+            AfterAgents::On => true,
+            AfterAgents::Off => false,
+            AfterAgents::Auto => java_agent_loaded(),
+        };
+        let (env, retransforms) = new_load_env(jni, wanted).unwrap_or_else(|| {
             diag!(Warn, "no JVMTI environment of its own for the load hook; a Java agent's transformers may run after it");
-            self.jvmti
+            (self.jvmti, false)
         });
         if let Err(e) = env.set_event_notification_mode(true, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
             diag!(Error, "cannot enable the load hook: {e}");
         }
-        retransforming
+        lock(&self.stats).load_hook_retransforms = retransforms;
+        *lock(&self.load_hook) = Some(LoadHook { env, moves: 0, last_attach_class: None });
+        retransforms.then_some(env)
+    }
+
+    /// Called when the attach thread loads a class: a Java agent may just have attached (its
+    /// JVMTI environments are made before it loads its classes), and the JVM would call its
+    /// transformers after this agent's load hook, on classes this agent has already rewritten.
+    /// So the hook moves to an environment made now, after the Java agent's: on first, then the
+    /// old one off (a class that both see is rewritten once: the second finds it rewritten,
+    /// `SkipReason::AlreadyRewritten`). Once per burst of the attach thread's loads.
+    fn follow_attached_agent(&self, jni: Jni) {
+        let mut guard = lock(&self.load_hook);
+        let Some(hook) = guard.as_mut() else { return };
+        let burst_goes_on = hook.last_attach_class.is_some_and(|t| t.elapsed() < ATTACH_QUIET);
+        hook.last_attach_class = Some(Instant::now());
+        if burst_goes_on || hook.moves >= MAX_MOVES {
+            return;
+        }
+        let wanted = self.options.after_agents != AfterAgents::Off;
+        let Some((env, retransforms)) = new_load_env(jni, wanted) else { return };
+        if let Err(e) = env.set_event_notification_mode(true, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
+            diag!(Warn, "the load hook stays where it was after a Java agent attached: {e}");
+            return;
+        }
+        if let Err(e) = hook.env.set_event_notification_mode(false, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
+            diag!(Error, "cannot disable the old load hook: {e}");
+        }
+        hook.env = env;
+        hook.moves += 1;
+        let mut s = lock(&self.stats);
+        s.load_hook_moves = hook.moves;
+        s.load_hook_retransforms = retransforms;
+        drop(s);
+        diag!(Info, "the attach thread loads classes: the load hook moved after the environments made so far ({} moves)", hook.moves);
     }
 
     /// Restarts the JDK's reference threads on rewritten code (ref_threads.rs). The capabilities
@@ -849,6 +892,43 @@ unsafe extern "C" fn method_entry(_jvmti: *mut JvmtiEnv, _jni: *mut JniEnv, _thr
 /// region stays mapped because daemon threads may still be running instrumented code.
 pub fn unload() {
     diag!(Info, "unloaded");
+}
+
+/// A new JVMTI environment with this agent's load hook as its callback (not yet enabled), made
+/// able to retransform when `retransform` and the JVM allows it; with whether it can.
+fn new_load_env(jni: Jni, retransform: bool) -> Option<(Jvmti, bool)> {
+    // SAFETY: `java_vm` is the VM this thread runs in, live for the rest of the process.
+    let env = jni.java_vm().and_then(|vm| unsafe { jvmti::JavaVM::get_jvmti(vm) })?;
+    let mut cb = EventCallbacks::new();
+    cb.class_file_load_hook(class_file_load_hook);
+    env.set_event_callbacks(&cb).ok()?;
+    let mut caps = Capabilities::default();
+    caps.set(Capabilities::RETRANSFORM_CLASSES);
+    caps.set(Capabilities::RETRANSFORM_ANY_CLASS);
+    let retransforms = retransform
+        && env
+            .add_capabilities(&caps)
+            .map_err(|e| diag!(Warn, "the load hook cannot retransform ({e}): a Java agent's transformers that retransform run after it"))
+            .is_ok();
+    Some((env, retransforms))
+}
+
+/// Whether this is the JVM's attach thread, which runs `jcmd` commands and loads Java agents
+/// attached while the JVM runs (`jcmd PID JVMTI.agent_load`, the Attach API). HotSpot gives every
+/// Java thread its name as the native thread's too; the answer is kept per thread.
+fn on_attach_thread() -> bool {
+    thread_local!(static ATTACH: Cell<Option<bool>> = const { Cell::new(None) });
+    ATTACH.with(|a| {
+        if let Some(known) = a.get() {
+            return known;
+        }
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included, into `name`.
+        let ok = unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) } == 0;
+        let attach = ok && name.starts_with(b"Attach Listener\0");
+        a.set(Some(attach));
+        attach
+    })
 }
 
 /// Whether the JVM started with a Java agent: it loads libinstrument, java.lang.instrument's

@@ -52,6 +52,8 @@ pub struct Stats {
     /// Whether the load hook could retransform (`after_agents`), so came after every transformer
     /// of the Java agents given at startup.
     pub load_hook_retransforms: bool,
+    /// Times the load hook moved to a new environment after a Java agent attached.
+    pub load_hook_moves: u32,
     /// With `cache=DIR`.
     pub class_cache: Option<CacheStats>,
 }
@@ -188,11 +190,15 @@ impl Summary {
         );
         let _ = writeln!(
             o,
-            "  load hook: {}",
+            "  load hook: {}{}",
             if s.load_hook_retransforms {
                 "can retransform (runs after every transformer of the Java agents given at startup)"
             } else {
                 "cannot retransform (a Java agent's transformer that retransforms would run after it)"
+            },
+            match s.load_hook_moves {
+                0 => String::new(),
+                n => format!("; moved after attached Java agents {n} times"),
             }
         );
         let _ = writeln!(

@@ -10,10 +10,15 @@ import java.security.ProtectionDomain;
  * `MODE:PATH` (tests/live_jvm.rs, java_agent_transforming_classes). MODE `load`: a transformer
  * that cannot retransform replaces the class as it loads; `load-retransforming`: one that can
  * retransform does; `retransform`: premain loads the class as compiled, then retransforms it,
- * and the transformer replaces it then, as agents do with the classes loaded before them.
+ * and the transformer replaces it then, as agents do with the classes loaded before them. The
+ * same when attached to the running JVM (`agentmain`).
  */
 public final class LiveTransformer {
     private LiveTransformer() {}
+
+    public static void agentmain(String arg, Instrumentation inst) throws Exception {
+        premain(arg, inst);
+    }
 
     public static void premain(String arg, Instrumentation inst) throws Exception {
         int colon = arg.indexOf(':');
