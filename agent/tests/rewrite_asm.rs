@@ -380,6 +380,86 @@ fn old_class_files_with_jsr_ret_verify_and_run() {
     }
 }
 
+/// Class `Dup`: line tables with several entries at one start_pc (Clojure's compiler writes
+/// them), at the method's first instruction, at an invoke and at a plain instruction, in
+/// interleaved table order. `where` prints its caller's line, as the JVM gives it.
+fn dup_lines_class() -> Vec<u8> {
+    let mut a = Asm::default();
+    let out = a.field("java/lang/System", "out", "Ljava/io/PrintStream;");
+    let println = a.method("java/io/PrintStream", "println", "(I)V");
+    let throwable = a.class("java/lang/Throwable");
+    let init = a.method("java/lang/Throwable", "<init>", "()V");
+    let trace = a.method("java/lang/Throwable", "getStackTrace", "()[Ljava/lang/StackTraceElement;");
+    let line = a.method("java/lang/StackTraceElement", "getLineNumber", "()I");
+    let w = a.method("Dup", "where", "()V");
+    let [w0, w1] = u2(w);
+    let ms = vec![
+        M {
+            access: 9,
+            name: "main",
+            desc: "([Ljava/lang/String;)V",
+            max_stack: 1,
+            max_locals: 1,
+            // 0: where; 3: where; 6: iconst_0; 7: pop; 8: where; 11: return.
+            code: vec![0xB8, w0, w1, 0xB8, w0, w1, 0x03, 0x57, 0xB8, w0, w1, 0xB1],
+            exc: vec![],
+            lines: vec![(0, 10), (3, 30), (0, 20), (3, 40), (6, 50), (6, 60)],
+        },
+        M {
+            access: 9,
+            name: "where",
+            desc: "()V",
+            max_stack: 3,
+            max_locals: 0,
+            code: [
+                vec![0xB2],
+                u2(out).to_vec(),
+                vec![0xBB],
+                u2(throwable).to_vec(),
+                vec![0x59, 0xB7],
+                u2(init).to_vec(),
+                vec![0xB6],
+                u2(trace).to_vec(),
+                vec![0x04, 0x32, 0xB6],
+                u2(line).to_vec(),
+                vec![0xB6],
+                u2(println).to_vec(),
+                vec![0xB1],
+            ]
+            .concat(),
+            exc: vec![],
+            lines: vec![(0, 100)],
+        },
+    ];
+    a.build(49, "Dup", ms)
+}
+
+/// Several line entries at one start_pc: HotSpot gives an instruction there the first in table
+/// order, and one after it (up to the next start_pc) the last. The rewritten class must give the
+/// lines the original gives, though probes now come before the first instruction and the
+/// invoke (moved to the probe's start, the entries gave the instruction after it the group's
+/// last line: 20 and 40 here); and the sites' lines in the registry are those lines.
+#[test]
+fn duplicate_line_entries_keep_the_jvms_lines() {
+    for general in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let stub = stub_runtime(tmp.path());
+        let (orig, new) = (tmp.path().join("orig"), tmp.path().join("new"));
+        std::fs::create_dir_all(&orig).unwrap();
+        std::fs::write(orig.join("Dup.class"), dup_lines_class()).unwrap();
+        let mut reg = Recorder { general, ..Recorder::default() };
+        let stats = rewrite_tree(&orig, &new, &mut reg);
+        assert_eq!(stats[0].methods_rewritten, 2);
+        let main_id = reg.methods.iter().position(|m| m.1 == "main").unwrap() as u32;
+        let lines: Vec<_> = reg.sites.iter().filter(|s| s.0 == main_id).map(|s| (s.2, s.3)).collect();
+        assert_eq!(lines, [(0, 10), (3, 30), (8, 60)], "general: {general}");
+        let (o, _) = run_java(&[&orig, &stub], "Dup");
+        let (n, e) = run_java(&[&new, &stub], "Dup");
+        assert_eq!(o, "10\n30\n60\n");
+        assert_eq!(o, n, "general: {general}; {e}");
+    }
+}
+
 /// xorshift64*: deterministic randomness without a dependency.
 struct Rng(u64);
 impl Rng {

@@ -466,7 +466,7 @@ fn rewrite_direct<'a>(
     let attr_start = write_code_header(cx, m, c, new_stack, locals, out)?;
     out.extend_from_slice(&entry[..entry_len]);
     out.extend_from_slice(s.direct.body());
-    write_tables(cx, c, &s.direct, &s.frames, &s.sub, locals, attr_start, pool, out)?;
+    write_tables(cx, c, &s.direct, &s.frames, &s.sub, &s.lines, locals, attr_start, pool, out)?;
     Ok(Walk::Done)
 }
 
@@ -574,7 +574,7 @@ fn rewrite_general<'a>(
     if planned_len.is_some_and(|l| l != lay.code_len) {
         return Err(SkipReason::MalformedCode("layout mismatch"));
     }
-    write_tables(cx, c, &Segmented { d, lay }, frames, &s.sub, locals, attr_start, pool, out)
+    write_tables(cx, c, &Segmented { d, lay }, frames, &s.sub, &s.lines, locals, attr_start, pool, out)
 }
 
 /// Bytes of a Code attribute before its code: name, length, max_stack, max_locals, code_length.
@@ -601,6 +601,7 @@ fn write_tables<'a>(
     map: &impl CodeMap,
     frames: &Frames<'a>,
     sub: &[(Range<usize>, Range<usize>, u8)],
+    lines: &[(u16, u16)],
     locals: ProbeLocals,
     attr_start: usize,
     pool: &mut PoolEdit<'a>,
@@ -625,6 +626,8 @@ fn write_tables<'a>(
     out.extend_from_slice(&[0, 0]);
     let mut count: u16 = 0;
     let mut smt_written = false;
+    let split = split_line_groups(c.code, map, lines)?;
+    let mut lnt_written = false;
     for (whole, i, k) in sub.iter() {
         let t = info.get(i.clone()).ok_or(trunc)?;
         let head = info.get(whole.start..whole.start + 2).ok_or(trunc)?;
@@ -641,16 +644,29 @@ fn write_tables<'a>(
                 smt_written = true;
             }
             ATTR_LNT => {
-                // Same length: the attribute is copied whole and its start_pcs remapped.
+                // The attribute is copied whole and its start_pcs remapped; the first also gets
+                // the entries `split` adds.
                 let start = out.len();
                 out.extend_from_slice(info.get(whole.clone()).ok_or(trunc)?);
                 for e in out[start + 8..].chunks_exact_mut(4) {
                     let pc = get_u16(e, 0);
-                    // Offset 0 stays 0 so the entry probe belongs to the first line.
-                    if pc != 0 {
+                    if let Some(sp) = split.iter().find(|sp| sp.pc == pc) {
+                        set_u16(e, 0, sp.insn);
+                    } else if pc != 0 {
+                        // Offset 0 stays 0 so the entry probe belongs to the first line.
                         set_u16(e, 0, map_pc(map, pc)?);
                     }
                 }
+                if !lnt_written && !split.is_empty() {
+                    for sp in &split {
+                        out.extend_from_slice(&[(sp.region >> 8) as u8, sp.region as u8, (sp.line >> 8) as u8, sp.line as u8]);
+                    }
+                    let n = be_u16(out, start + 6).ok_or(trunc)? as usize + split.len();
+                    let n = u16::try_from(n).map_err(|_| bad_table("LineNumberTable length"))?;
+                    out[start + 6..start + 8].copy_from_slice(&n.to_be_bytes());
+                    patch_len(out, start)?;
+                }
+                lnt_written = true;
             }
             ATTR_LVT | ATTR_LVTT => {
                 // JVMTI reads a local of a method that has a LocalVariableTable only when the
@@ -807,6 +823,46 @@ fn add_widening_frames<'a>(
         }
     }
     Ok(())
+}
+
+/// A start_pc whose line entries [`write_tables`] moves past the probe before its instruction.
+struct SplitLine {
+    pc: u32,
+    /// Where its instruction went.
+    insn: u32,
+    /// Where the code inserted before it starts (the method's start for the entry probe).
+    region: u32,
+    /// The line HotSpot gives the original instruction: its first entry in table order.
+    line: u32,
+}
+
+/// The start_pcs whose line entries disagree (several entries, not all the same line) and whose
+/// instruction gets code before it (the entry probe at 0, a call probe before an invoke). HotSpot
+/// gives a bci the first entry at it in table order, else the last of those at the nearest
+/// start_pc below; an entry moved to the probe's start would give the instruction, now past it,
+/// the group's last line instead of its first (Clojure's classes have many such groups: 201
+/// mismatches in a small program, and the program's own traces changed). So the group moves to
+/// the instruction itself, which keeps every original instruction's line, and an entry of the
+/// first line at the probe's start gives the probe the instruction's line, as before.
+fn split_line_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)]) -> Result<Vec<SplitLine>, SkipReason> {
+    let mut split = Vec::new();
+    for g in lines.chunk_by(|a, b| a.0 == b.0) {
+        if g.iter().all(|e| e.1 == g[0].1) {
+            continue;
+        }
+        let pc = g[0].0 as u32;
+        let region = if pc == 0 { 0 } else { map_pc(map, pc)? };
+        let insn = match code.get(pc as usize) {
+            Some(0xB6..=0xB8) if map.is_boundary(pc) => map_pc(map, pc + 3)? - 3,
+            Some(0xB9 | 0xBA) if map.is_boundary(pc) => map_pc(map, pc + 5)? - 5,
+            Some(0xAC..=0xB1) if map.is_boundary(pc) => map_pc(map, pc + 1)? - 1,
+            _ => map_pc(map, pc)?,
+        };
+        if insn != region {
+            split.push(SplitLine { pc, insn, region, line: g[0].1 as u32 });
+        }
+    }
+    Ok(split)
 }
 
 /// New offset for an old table offset: boundaries map to the instruction's start; an offset
