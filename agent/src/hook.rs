@@ -76,7 +76,6 @@ pub struct Agent {
 }
 
 /// The JVMTI environment whose load hook is on.
-#[derive(Clone, Copy)]
 struct LoadHook {
     env: Jvmti,
     /// Times it moved to a new environment after a Java agent attached ([`MAX_MOVES`] at most).
