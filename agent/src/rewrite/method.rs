@@ -844,7 +844,18 @@ struct SplitLine {
 /// mismatches in a small program, and the program's own traces changed). So the group moves to
 /// the instruction itself, which keeps every original instruction's line, and an entry of the
 /// first line at the probe's start gives the probe the instruction's line, as before.
+#[inline]
 fn split_line_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)]) -> Result<Vec<SplitLine>, SkipReason> {
+    // `lines` is sorted by start_pc: a disagreeing group has two neighbours that disagree.
+    if lines.windows(2).all(|w| w[0].0 != w[1].0 || w[0].1 == w[1].1) {
+        return Ok(Vec::new());
+    }
+    split_disagreeing_groups(code, map, lines)
+}
+
+/// [`split_line_groups`] of a table that has a disagreeing group.
+#[inline(never)]
+fn split_disagreeing_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)]) -> Result<Vec<SplitLine>, SkipReason> {
     let mut split = Vec::new();
     for g in lines.chunk_by(|a, b| a.0 == b.0) {
         if g.iter().all(|e| e.1 == g[0].1) {
