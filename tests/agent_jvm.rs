@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jvm_support::{agent_arg, java_sources, no_java_options, run, tool, Outcome};
+use jvm_support::{agent_arg, java_sources, no_java_options, run, tool, tool_ok, Outcome};
 
 /// Compiles every tests/scripts/*.java once into a temporary directory.
 fn classes() -> &'static Path {
@@ -20,14 +20,7 @@ fn classes() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir");
         let sources = java_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts"));
-        let out = Command::new(tool("javac"))
-            .arg("-g")
-            .arg("-d")
-            .arg(dir.path())
-            .args(&sources)
-            .output()
-            .expect("run javac");
-        assert!(out.status.success(), "javac failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        tool_ok(Command::new(tool("javac")).arg("-g").arg("-d").arg(dir.path()).args(&sources));
         dir
     })
     .path()

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jvm_support::{agent_arg, agent_lib, java_home, java_sources, no_java_options, run, tool, Outcome};
+use jvm_support::{agent_arg, agent_lib, java_home, java_sources, no_java_options, run, tool, tool_ok, Outcome};
 
 /// `Lucce` as the programs compile against it; never on the run-time class path.
 const STUB: &str = "package lucce;\n\
@@ -53,24 +53,9 @@ fn classes() -> &'static Path {
         let classes = dir.path().join("classes");
         std::fs::create_dir_all(&stub_src).unwrap();
         std::fs::write(stub_src.join("Lucce.java"), STUB).unwrap();
-        let out = Command::new(tool("javac"))
-            .arg("-d")
-            .arg(&stub_classes)
-            .arg(stub_src.join("Lucce.java"))
-            .output()
-            .expect("run javac");
-        assert!(out.status.success(), "javac (stub) failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        tool_ok(Command::new(tool("javac")).arg("-d").arg(&stub_classes).arg(stub_src.join("Lucce.java")));
         let sources = java_sources(&scripts_dir());
-        let out = Command::new(tool("javac"))
-            .arg("-g")
-            .arg("-cp")
-            .arg(&stub_classes)
-            .arg("-d")
-            .arg(&classes)
-            .args(&sources)
-            .output()
-            .expect("run javac");
-        assert!(out.status.success(), "javac failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        tool_ok(Command::new(tool("javac")).arg("-g").arg("-cp").arg(&stub_classes).arg("-d").arg(&classes).args(&sources));
         assert!(!classes.join("lucce").exists(), "the stub must not be on the run-time class path");
         (dir, classes)
     })
@@ -84,16 +69,15 @@ fn jni_lib() -> &'static Path {
         let home = java_home().expect("the JNI test needs a JDK with include/jni.h (JAVA_HOME)");
         let dir = tempfile::tempdir().expect("tempdir");
         let lib = dir.path().join("libLiveJni.so");
-        let out = Command::new("gcc")
-            .args(["-shared", "-fPIC", "-pthread", "-O1", "-Wall", "-Werror"])
-            .arg(format!("-I{}", home.join("include").display()))
-            .arg(format!("-I{}", home.join("include/linux").display()))
-            .arg("-o")
-            .arg(&lib)
-            .arg(scripts_dir().join("live_jni.c"))
-            .output()
-            .expect("run gcc");
-        assert!(out.status.success(), "gcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        tool_ok(
+            Command::new("gcc")
+                .args(["-shared", "-fPIC", "-pthread", "-O1", "-Wall", "-Werror"])
+                .arg(format!("-I{}", home.join("include").display()))
+                .arg(format!("-I{}", home.join("include/linux").display()))
+                .arg("-o")
+                .arg(&lib)
+                .arg(scripts_dir().join("live_jni.c")),
+        );
         (dir, lib)
     })
     .1
@@ -927,15 +911,7 @@ fn modular_program_without_jdk_unsupported() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let modules = tmp.path().join("modules");
     let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live_modules");
-    let out = Command::new(tool("javac"))
-        .arg("-g")
-        .arg("--module-source-path")
-        .arg(&sources)
-        .args(["-m", "example.modular", "-d"])
-        .arg(&modules)
-        .output()
-        .expect("run javac");
-    assert!(out.status.success(), "javac failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    tool_ok(Command::new(tool("javac")).arg("-g").arg("--module-source-path").arg(&sources).args(["-m", "example.modular", "-d"]).arg(&modules));
     let java = |agent_options: &str| {
         let mut cmd = Command::new(tool("java"));
         no_java_options(&mut cmd).arg(agent_arg(agent_options));
@@ -967,15 +943,16 @@ fn modular_program_without_jdk_unsupported() {
     assert!(in_fib > 400, "{in_fib} events in fib");
 }
 
-/// A Java agent (`-javaagent`) whose transformer changes a class, loaded after lucce's agent, as
-/// `lucce record` orders them (`JAVA_TOOL_OPTIONS` comes first): lucce must rewrite what the Java
-/// agent made, not the other way round; whether the transformer replaces the class as it loads,
-/// does so registered to retransform, or replaces it when it retransforms the class after it
-/// loaded. (Hooked from its environment made at load, lucce's rewrite came first and the Java
-/// agent's bytes replaced it: here every frame of the class was then uninstrumented and 91,450
-/// of 105,256 events truncated; a transformer that inserts calls into lucce's output made traces
-/// wrong. With a load hook that cannot retransform, the last two modes gave 3,948 events, every
-/// one truncated.)
+/// A Java agent whose transformer changes a class: lucce must rewrite what the Java agent made,
+/// not the other way round. Three modes: the transformer replaces the class as it loads, does so
+/// registered to retransform, or replaces it when it retransforms the class after it loaded;
+/// each with the Java agent given at startup (`-javaagent`, after lucce's agent, as `lucce
+/// record` orders them: `JAVA_TOOL_OPTIONS` comes first) and attached while the JVM runs
+/// (LiveAttach, through the Attach API). (Hooked from its environment made at load, lucce's
+/// rewrite came first and the Java agent's bytes replaced it: here every frame of the class was
+/// then uninstrumented and 91,450 of 105,256 events truncated. With a load hook that cannot
+/// retransform, the two retransforming modes at startup gave 3,948 events, every one truncated;
+/// with a hook that stays where it was made, the attached modes failed.)
 #[test]
 fn java_agent_transforming_classes() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -986,8 +963,7 @@ fn java_agent_transforming_classes() {
         if let Some(cp) = classpath {
             cmd.arg("-cp").arg(cp);
         }
-        let o = cmd.args(sources).output().expect("run javac");
-        assert!(o.status.success(), "javac {out} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+        tool_ok(cmd.args(sources));
         tmp.path().join(out)
     };
     let plain = javac("plain", None, &java_sources(&dir.join("plain")));
@@ -996,8 +972,7 @@ fn java_agent_transforming_classes() {
     let manifest = tmp.path().join("manifest.txt");
     std::fs::write(&manifest, "Premain-Class: LiveTransformer\nAgent-Class: LiveTransformer\nCan-Retransform-Classes: true\n").unwrap();
     let jar = tmp.path().join("agent.jar");
-    let o = Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&agent_classes).arg(".").output().expect("run jar");
-    assert!(o.status.success(), "jar failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    tool_ok(Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&agent_classes).arg("."));
 
     for (mode, attached) in ["load", "load-retransforming", "retransform"].into_iter().flat_map(|m| [(m, false), (m, true)]) {
         let what = format!("java {} Java agent, mode {mode}", if attached { "attaching a" } else { "-javaagent:" });

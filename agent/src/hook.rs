@@ -65,8 +65,6 @@ pub struct Agent {
     recorder: Option<&'static Recorder>,
     /// With `cache=DIR`, when it opened.
     cache: Option<ClassCache>,
-    /// The hook rewrites only once the runtime class exists (set at VMInit).
-    live: AtomicBool,
     /// Until the VMInit batch has been assembled: names of classes the hook rewrote at first load,
     /// so that the batch does not retransform them a second time.
     hooked_early: Mutex<Option<HashSet<String>>>,
@@ -274,7 +272,6 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         count_check,
         recorder,
         cache,
-        live: AtomicBool::new(false),
         hooked_early: Mutex::new(Some(HashSet::new())),
         load_hook: Mutex::new(None),
         dead: AtomicBool::new(false),
@@ -581,12 +578,6 @@ impl HookState<'_> {
 impl Agent {
     /// Decides about one class; returns new class bytes (JVMTI-allocated) and their length.
     fn on_class(&self, name: Option<&str>, arrival: Arrival, bytes: &[u8], allocate: impl FnOnce(usize) -> *mut u8) -> Option<(*mut u8, jint)> {
-        if !self.live.load(Ordering::Acquire) {
-            let mut s = lock(&self.stats);
-            s.hook_calls += 1;
-            s.deferred += 1;
-            return None;
-        }
         let hook = HookState {
             options: &self.options,
             registry: &self.registry,
@@ -624,8 +615,8 @@ impl Agent {
                 diag!(Error, "cannot enable MethodEntry events for count_check: {e}");
             }
         }
+        // The hook goes on only now, once the runtime class its probes call exists.
         let load_env = self.enable_load_hook(jni);
-        self.live.store(true, Ordering::Release);
         // Present exactly when the `retransform` option is on.
         let Some(retransformer) = self.retransformer else {
             *lock(&self.hooked_early) = None;
@@ -633,10 +624,8 @@ impl Agent {
         };
         // A load hook that can retransform does the batch itself, after the Java agents'
         // transformers; its hook stays on.
-        let (retransformer, toggled) = match load_env {
-            Some(env) => (env, false),
-            None => (retransformer, true),
-        };
+        let toggled = load_env.is_none();
+        let retransformer = load_env.unwrap_or(retransformer);
         let t0 = Instant::now();
         let classes = match self.jvmti.loaded_classes() {
             Ok(c) => c,
@@ -666,10 +655,7 @@ impl Agent {
         // serves a class of the batch only when it meets the ids of its earlier run
         // (`ClassCache::serve_exact`), which depend on every class before it.
         batch.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        let hook = |on| match toggled {
-            true => retransformer.set_event_notification_mode(on, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()),
-            false => Ok(()),
-        };
+        let hook = |on| if toggled { set_load_hook(retransformer, on) } else { Ok(()) };
         if let Err(e) = hook(true) {
             diag!(Error, "cannot enable the retransforming load hook: {e}");
         }
@@ -736,13 +722,13 @@ impl Agent {
             AfterAgents::Off => false,
             AfterAgents::Auto => java_agent_loaded(),
         };
-        let (env, retransforms) = new_load_env(jni, wanted).unwrap_or_else(|| {
+        let (env, retransforms) = new_load_hook(jni, wanted).unwrap_or_else(|| {
             diag!(Warn, "no JVMTI environment of its own for the load hook; a Java agent's transformers may run after it");
+            if let Err(e) = set_load_hook(self.jvmti, true) {
+                diag!(Error, "cannot enable the load hook: {e}");
+            }
             (self.jvmti, false)
         });
-        if let Err(e) = env.set_event_notification_mode(true, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
-            diag!(Error, "cannot enable the load hook: {e}");
-        }
         lock(&self.stats).load_hook_retransforms = retransforms;
         *lock(&self.load_hook) = Some(LoadHook { env, moves: 0, last_attach_class: None });
         retransforms.then_some(env)
@@ -763,12 +749,8 @@ impl Agent {
             return;
         }
         let wanted = self.options.after_agents != AfterAgents::Off;
-        let Some((env, retransforms)) = new_load_env(jni, wanted) else { return };
-        if let Err(e) = env.set_event_notification_mode(true, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
-            diag!(Warn, "the load hook stays where it was after a Java agent attached: {e}");
-            return;
-        }
-        if let Err(e) = hook.env.set_event_notification_mode(false, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut()) {
+        let Some((env, retransforms)) = new_load_hook(jni, wanted) else { return };
+        if let Err(e) = set_load_hook(hook.env, false) {
             diag!(Error, "cannot disable the old load hook: {e}");
         }
         hook.env = env;
@@ -893,9 +875,14 @@ pub fn unload() {
     diag!(Info, "unloaded");
 }
 
-/// A new JVMTI environment with this agent's load hook as its callback (not yet enabled), made
-/// able to retransform when `retransform` and the JVM allows it; with whether it can.
-fn new_load_env(jni: Jni, retransform: bool) -> Option<(Jvmti, bool)> {
+/// Turns the load hook of `env` on or off.
+fn set_load_hook(env: Jvmti, on: bool) -> Result<(), jvmti::Error> {
+    env.set_event_notification_mode(on, jvmti::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, std::ptr::null_mut())
+}
+
+/// A new JVMTI environment with this agent's load hook on, able to retransform when `retransform`
+/// and the JVM allows it; with whether it can. None (and nothing on) if it cannot be made.
+fn new_load_hook(jni: Jni, retransform: bool) -> Option<(Jvmti, bool)> {
     // SAFETY: `java_vm` is the VM this thread runs in, live for the rest of the process.
     let env = jni.java_vm().and_then(|vm| unsafe { jvmti::JavaVM::get_jvmti(vm) })?;
     let mut cb = EventCallbacks::new();
@@ -909,6 +896,7 @@ fn new_load_env(jni: Jni, retransform: bool) -> Option<(Jvmti, bool)> {
             .add_capabilities(&caps)
             .map_err(|e| diag!(Warn, "the load hook cannot retransform ({e}): a Java agent's transformers that retransform run after it"))
             .is_ok();
+    set_load_hook(env, true).map_err(|e| diag!(Error, "cannot enable the load hook: {e}")).ok()?;
     Some((env, retransforms))
 }
 

@@ -271,14 +271,6 @@ impl Jvmti {
         Ok(out)
     }
 
-    /// JVMTI `AddModuleExports`: `module` exports `package` (binary form, `java.lang`) to `to`.
-    pub fn add_module_exports(self, module: jobject, package: &CStr, to: jobject) -> Result<(), Error> {
-        type F = unsafe extern "C" fn(*mut JvmtiEnv, jobject, *const c_char, jobject) -> JvmtiError;
-        let f = jvmti_fn!(self, 95, F);
-        // SAFETY: slot 95; `module` and `to` are live module references, `package` NUL-terminated.
-        check(unsafe { f(self.0, module, package.as_ptr(), to) })
-    }
-
     /// The JVM type signature of a class, e.g. `Ljava/lang/String;`.
     pub fn class_signature(self, class: jclass) -> Result<String, Error> {
         type F =

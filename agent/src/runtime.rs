@@ -209,37 +209,26 @@ pub fn define_api_class(jni: Jni) -> Result<jclass, RuntimeError> {
 /// VM, which is what linking checks. JVMTI `AddModuleExports` calls that too, and also records the
 /// export for reflection with a lambda, whose first use brings up `java.lang.invoke` before the
 /// program starts: about 110 classes more in the VMInit batch and 60 ms of startup (stop 51).
-/// Nothing reflects on `Unsafe`. JVMTI is the fallback should a JDK not have that native.
+/// Nothing reflects on `Unsafe`.
 fn export_unsafe(jvmti: Jvmti, jni: Jni, runtime_class: jclass) -> Result<(), RuntimeError> {
-    let fail = |what: &str| RuntimeError::Export(what.to_string());
-    let java_base = jvmti.named_module(std::ptr::null_mut(), c"java/lang").map_err(|e| fail(&e.to_string()))?;
-    if java_base.is_null() {
-        return Err(fail("no module java.base"));
-    }
+    let java_base = jvmti.named_module(std::ptr::null_mut(), c"java/lang").map_err(|e| RuntimeError::Export(e.to_string()))?;
     let class_class = jni.find_class(c"java/lang/Class");
-    let get_module = if class_class.is_null() { std::ptr::null_mut() } else { jni.method_id(class_class, c"getModule", c"()Ljava/lang/Module;") };
-    let module = if get_module.is_null() { std::ptr::null_mut() } else { jni.call_object_method(runtime_class, get_module, &[]) };
     let module_class = jni.find_class(c"java/lang/Module");
-    let add_exports0 = if module_class.is_null() {
-        std::ptr::null_mut()
-    } else {
-        jni.static_method_id(module_class, c"addExports0", c"(Ljava/lang/Module;Ljava/lang/String;Ljava/lang/Module;)V")
-    };
     let package = jni.new_string(c"jdk.internal.misc");
-    let done = if module.is_null() || package.is_null() {
-        jni.exception_clear();
-        Err(fail("Class.getModule or NewStringUTF failed"))
-    } else if !add_exports0.is_null() {
-        let args = [java_base as u64, package as u64, module as u64];
-        if jni.call_static_void_method(module_class, add_exports0, &args) {
-            Ok(())
-        } else {
-            Err(fail("Module.addExports0 threw"))
-        }
-    } else {
-        jvmti.add_module_exports(java_base, c"jdk.internal.misc", module).map_err(|e| fail(&e.to_string()))
-    };
-    for r in [package, module_class, module, class_class, java_base] {
+    let mut module = std::ptr::null_mut();
+    let done = (|| {
+        let nonnull = |p: *mut std::ffi::c_void, what: &str| if p.is_null() { Err(RuntimeError::Export(what.to_string())) } else { Ok(p) };
+        nonnull(java_base, "no module java.base")?;
+        nonnull(package, "NewStringUTF failed")?;
+        let get_module = nonnull(jni.method_id(nonnull(class_class, "no java.lang.Class")?, c"getModule", c"()Ljava/lang/Module;"), "no Class.getModule")?;
+        module = nonnull(jni.call_object_method(runtime_class, get_module, &[]), "Class.getModule failed")?;
+        let sig = c"(Ljava/lang/Module;Ljava/lang/String;Ljava/lang/Module;)V";
+        let add_exports0 = nonnull(jni.static_method_id(nonnull(module_class, "no java.lang.Module")?, c"addExports0", sig), "no Module.addExports0")?;
+        let exported = jni.call_static_void_method(module_class, add_exports0, &[java_base as u64, package as u64, module as u64]);
+        if exported { Ok(()) } else { Err(RuntimeError::Export("Module.addExports0 threw".to_string())) }
+    })();
+    jni.exception_clear();
+    for r in [package, module, module_class, class_class, java_base] {
         if !r.is_null() {
             jni.delete_local_ref(r);
         }

@@ -20,8 +20,6 @@ const MAX_EXAMPLES: usize = 40;
 pub struct Stats {
     /// ClassFileLoadHook calls, retransformations included.
     pub hook_calls: u64,
-    /// Classes loaded before VMInit: left alone by the hook, retransformed in one batch at VMInit.
-    pub deferred: u64,
     /// Classes the rewriter was asked about (after filtering).
     pub classes_seen: u64,
     /// Classes left alone because of include/exclude (or the built-in exclusions).

@@ -98,6 +98,13 @@ pub struct Outcome {
     pub stderr: String,
 }
 
+/// Runs a build tool's command (javac, jar, gcc) to its end; panics with its stderr unless it
+/// succeeded.
+pub fn tool_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd.get_program()));
+    assert!(out.status.success(), "{:?} failed:\n{}", cmd.get_program(), String::from_utf8_lossy(&out.stderr));
+}
+
 /// Clears the variables through which the environment adds JVM options (a developer's
 /// `JAVA_TOOL_OPTIONS` would reach every JVM a test starts).
 pub fn no_java_options(cmd: &mut Command) -> &mut Command {

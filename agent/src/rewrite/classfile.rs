@@ -130,8 +130,8 @@ pub(crate) struct ConstPool<'a> {
     bytes: &'a [u8],
     tags: Vec<u8>,
     offs: Vec<u32>,
-    /// Whether some Utf8 entry is the runtime class's name; without one (almost always),
-    /// [`ConstPool::find_class`] of it cannot succeed and is not worth a scan of the pool.
+    /// Whether some Utf8 entry is the runtime class's name; without one (almost always), the class
+    /// cannot have been rewritten already and [`ConstPool::find_class`] of it is not worth a scan.
     pub has_runtime_name: bool,
 }
 

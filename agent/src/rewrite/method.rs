@@ -659,7 +659,8 @@ fn write_tables<'a>(
                 }
                 if !lnt_written && !split.is_empty() {
                     for sp in &split {
-                        out.extend_from_slice(&[(sp.region >> 8) as u8, sp.region as u8, (sp.line >> 8) as u8, sp.line as u8]);
+                        out.extend_from_slice(&sp.region.to_be_bytes());
+                        out.extend_from_slice(&sp.line.to_be_bytes());
                     }
                     let n = be_u16(out, start + 6).ok_or(trunc)? as usize + split.len();
                     let n = u16::try_from(n).map_err(|_| bad_table("LineNumberTable length"))?;
@@ -831,9 +832,9 @@ struct SplitLine {
     /// Where its instruction went.
     insn: u32,
     /// Where the code inserted before it starts (the method's start for the entry probe).
-    region: u32,
+    region: u16,
     /// The line HotSpot gives the original instruction: its first entry in table order.
-    line: u32,
+    line: u16,
 }
 
 /// The start_pcs whose line entries disagree (several entries, not all the same line) and whose
@@ -870,7 +871,8 @@ fn split_disagreeing_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)
             _ => map_pc(map, pc)?,
         };
         if insn != region {
-            split.push(SplitLine { pc, insn, region, line: g[0].1 as u32 });
+            // New code offsets are below 65536 (`set_u16` writes them all).
+            split.push(SplitLine { pc, insn, region: region as u16, line: g[0].1 });
         }
     }
     Ok(split)

@@ -117,21 +117,14 @@ impl<'a> PoolEdit<'a> {
         }
     }
 
-    /// [`PoolEdit::class`] of the runtime class, without indexing every Class entry: a scan
-    /// finds it at a fraction of the cost, and is skipped when no Utf8 entry names it.
+    /// The Class entry of the runtime class, appended on first use: the pool has none (a class
+    /// that names it is not rewritten again, `SkipReason::AlreadyRewritten`).
     fn runtime_class(&mut self) -> u16 {
         if let Some(c) = self.runtime_class {
             return c;
         }
-        let name = RUNTIME_CLASS.as_bytes();
-        let found = if self.cp.has_runtime_name { self.cp.find_class(name) } else { None };
-        let c = match found {
-            Some(c) => c,
-            None => {
-                let u = self.app.utf8(name);
-                self.app.class(u)
-            }
-        };
+        let u = self.app.utf8(RUNTIME_CLASS.as_bytes());
+        let c = self.app.class(u);
         self.runtime_class = Some(c);
         c
     }
