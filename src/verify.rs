@@ -22,6 +22,18 @@ pub struct VerifyReport {
     pub mismatches: Vec<Mismatch>,
 }
 
+/// Whether a decoded stack (`truncated`: its bottom predates the agent) agrees with the one the
+/// runtime saw. A truncated stack must be exactly the top of the runtime's, any other all of it;
+/// a runtime stack the JVM cut (MaxJavaStackTraceDepth) must be the top of the decoded one, or,
+/// when both are cut, the longer of the two must start with the shorter.
+fn agrees(decoded: &[TruthFrame], truncated: bool, expected: &[TruthFrame]) -> bool {
+    match expected.split_last() {
+        Some((last, top)) if last.is_capped() => decoded.starts_with(top) || (truncated && top.starts_with(decoded)),
+        _ if truncated => decoded.len() < expected.len() && expected.starts_with(decoded),
+        _ => decoded == expected,
+    }
+}
+
 /// Decodes every event; compares those that carry a true stack. `progress` is told each event.
 pub fn verify_store(store: &StoreReader, graph: &Graph, mut progress: impl FnMut(u64)) -> Result<VerifyReport, DecodeError> {
     let mut dec = ContextDecoder::new(graph);
@@ -37,15 +49,7 @@ pub fn verify_store(store: &StoreReader, graph: &Graph, mut progress: impl FnMut
         match ev.truth {
             Some(expected) => {
                 report.checked += 1;
-                // A truncated stack (its bottom predates the agent) must be exactly the top of
-                // the runtime's stack; any other stack must be all of it.
-                // A runtime stack the JVM cut must be the top of the decoded one.
-                let ok = match (&decoded, expected.split_last()) {
-                    (Ok((frames, _)), Some((last, top))) if last.is_capped() => frames.starts_with(top),
-                    (Ok((frames, true)), _) => frames.len() < expected.len() && expected.starts_with(frames),
-                    (Ok((frames, false)), _) => *frames == expected,
-                    (Err(_), _) => false,
-                };
+                let ok = matches!(&decoded, Ok((frames, truncated)) if agrees(frames, *truncated, &expected));
                 report.truncated += matches!(decoded, Ok((_, true))) as u64;
                 let decoded = decoded.map(|(f, _)| f);
                 if !ok {
@@ -57,4 +61,27 @@ pub fn verify_store(store: &StoreReader, graph: &Graph, mut progress: impl FnMut
         }
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(lines: &[i32]) -> Vec<TruthFrame> {
+        lines.iter().map(|&line| TruthFrame { class: "C".into(), method: "m".into(), file: Some("C.java".into()), line }).collect()
+    }
+
+    #[test]
+    fn decoded_and_runtime_stacks_agree_by_the_rules() {
+        let (full, capped) = (frames(&[1, 2, 3, 4]), [frames(&[1, 2, 3]), vec![TruthFrame::capped()]].concat());
+        assert!(agrees(&full, false, &full));
+        assert!(!agrees(&frames(&[1, 2, 3]), false, &full), "a complete stack is all of it");
+        assert!(agrees(&frames(&[1, 2]), true, &full), "a truncated one its top");
+        assert!(!agrees(&full, true, &full) && !agrees(&frames(&[1, 9]), true, &full));
+        // The JVM cut its stack after three frames.
+        assert!(agrees(&full, false, &capped) && agrees(&frames(&[1, 2, 3]), false, &capped));
+        assert!(!agrees(&frames(&[1, 2]), false, &capped), "a complete stack is not shorter than a cut one");
+        assert!(agrees(&frames(&[1, 2]), true, &capped), "both cut: the shorter is the top of the longer");
+        assert!(!agrees(&frames(&[1, 9]), true, &capped) && !agrees(&frames(&[1, 2, 9, 9]), false, &capped));
+    }
 }

@@ -62,6 +62,23 @@ fn classes() -> &'static Path {
     .1
 }
 
+/// The Java agent of tests/live_javaagent/agent, built once into a jar.
+fn transformer_jar() -> &'static Path {
+    static JAR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &JAR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let classes = dir.path().join("classes");
+        let sources = java_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live_javaagent/agent"));
+        tool_ok(Command::new(tool("javac")).arg("-g").arg("-d").arg(&classes).args(&sources));
+        let manifest = dir.path().join("manifest.txt");
+        std::fs::write(&manifest, "Premain-Class: LiveTransformer\nAgent-Class: LiveTransformer\nCan-Retransform-Classes: true\n").unwrap();
+        let jar = dir.path().join("agent.jar");
+        tool_ok(Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&classes).arg("."));
+        (dir, jar)
+    })
+    .1
+}
+
 /// Compiles tests/live_scripts/live_jni.c once into a shared library.
 fn jni_lib() -> &'static Path {
     static LIB: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
@@ -88,11 +105,11 @@ fn jni_lib() -> &'static Path {
 
 /// Runs `java -agentpath:AGENT=OPTS JVM_ARGS -cp CLASSES MAIN`.
 fn run_java(main: &str, agent_options: &str, jvm_args: &[OsString]) -> Outcome {
-    run_java_limited(main, agent_options, jvm_args, None)
+    run_java_limited(main, &[], agent_options, jvm_args, None)
 }
 
 /// [`run_java`] with at most `address_space_kib` of address space (`ulimit -v`), when given.
-fn run_java_limited(main: &str, agent_options: &str, jvm_args: &[OsString], address_space_kib: Option<u64>) -> Outcome {
+fn run_java_limited(main: &str, args: &[&str], agent_options: &str, jvm_args: &[OsString], address_space_kib: Option<u64>) -> Outcome {
     let mut cmd = match address_space_kib {
         Some(kib) => {
             let mut c = Command::new("bash");
@@ -102,7 +119,7 @@ fn run_java_limited(main: &str, agent_options: &str, jvm_args: &[OsString], addr
         None => Command::new(tool("java")),
     };
     no_java_options(&mut cmd).arg(agent_arg(agent_options));
-    cmd.args(jvm_args).arg("-cp").arg(classes()).arg(main);
+    cmd.args(jvm_args).arg("-cp").arg(classes()).arg(main).args(args);
     run(cmd, &format!("java {main} ({agent_options})"))
 }
 
@@ -287,6 +304,8 @@ fn verify(what: &str, store: &Path) -> Verified {
 
 struct Scenario<'a> {
     main: &'a str,
+    /// The program's arguments.
+    args: &'a [&'a str],
     jvm_args: Vec<OsString>,
     /// Agent options added to every run.
     agent: &'a str,
@@ -300,7 +319,7 @@ struct Scenario<'a> {
 
 impl<'a> Scenario<'a> {
     fn new(main: &'a str) -> Self {
-        Scenario { main, jvm_args: Vec::new(), agent: "", sample: false, expect: &[], address_space_kib: None }
+        Scenario { main, args: &[], jvm_args: Vec::new(), agent: "", sample: false, expect: &[], address_space_kib: None }
     }
 
     fn jvm(mut self, args: &[&str]) -> Self {
@@ -338,7 +357,7 @@ impl<'a> Scenario<'a> {
             let log = tmp.path().join(format!("agent{i}.log"));
             let opts = format!("out={},{mode},summary=off,log={},{}", store.display(), log.display(), self.agent);
             let what = format!("{} ({mode})", self.main);
-            let out = run_java_limited(self.main, &opts, &self.jvm_args, self.address_space_kib);
+            let out = run_java_limited(self.main, self.args, &opts, &self.jvm_args, self.address_space_kib);
             let log_text = std::fs::read_to_string(&log).unwrap_or_default();
             assert_eq!(out.code, Some(0), "{what} failed:\nstderr:\n{}\nagent log:\n{log_text}", out.stderr);
             assert!(
@@ -384,6 +403,23 @@ fn excluded_classes_are_left_out_of_verified_stacks() {
     assert_eq!(out.code, Some(0), "LiveThreads failed:\n{}", out.stderr);
     let v = verify("LiveThreads with exclude=", &store);
     assert!(v.verified >= THREAD_MARKS.len() as u64, "{} verified", v.verified);
+}
+
+/// A walk that reaches a thread's first frame reads the stack 16 frames at a time; with exactly
+/// a multiple of 16 frames, the JVM refused the read past the last one, and the walk ended
+/// truncated instead of at the thread's root (here at two of the 41 depths).
+#[test]
+fn walks_to_the_bottom_of_any_stack() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    let out = run_java("LiveBottomless", &format!("out={},verify=1,summary=off,exclude=LiveBottomless", store.display()), &[]);
+    assert_eq!(out.code, Some(0), "LiveBottomless failed:\n{}", out.stderr);
+    let marks = mark_events(&store);
+    assert_eq!(marks.len(), 41, "one mark per depth");
+    let truncated: Vec<u64> = marks.iter().filter(|m| m.truncated).map(|m| m.seq).collect();
+    assert!(truncated.is_empty(), "marks entered from invisible frames only, truncated: {truncated:?}");
+    let v = verify("LiveBottomless", &store);
+    assert_eq!(v.verified, 41);
 }
 
 /// The debugger's agent (JDWP) loaded after lucce's: the JVM starts and the run is exact. lucce
@@ -767,6 +803,44 @@ fn custom_class_loader_with_method_ids_past_sipush() {
         .run();
 }
 
+/// Frames that go on running a version of their method that a retransformation replaced (what
+/// a debugger's HotSwap leaves too): lucce's hook rewrites the class again with new ids. The
+/// JVM's traces show such frames without their source file, and the events above them are
+/// encoded anew to match (recorder.rs, `Replacements`). Before, walks stopped at such a frame,
+/// so the marks entered below it were truncated, and those in frames entered before the
+/// redefinition (`loop-retransformed`, `recurse-return`, `main-end`) named the file. Three
+/// times: with the ids pushed inline (and every entry sampled), from the pool, and with the
+/// Java agent attached by the program itself: the JVM then hands the retransformation lucce's
+/// own rewrite, which the load hook left as it was, so the JVM kept the methods (equal code) and
+/// the old frames were not obsolete to JVMTI; now their probes are turned off and the class
+/// rewritten again (rewrite/unprobe.rs).
+#[test]
+fn frames_of_a_replaced_version() {
+    let jar = transformer_jar();
+    let attach = format!("attach={}", jar.display());
+    let expect = &["work-before", "loop-retransformed", "work-after", "loop-end", "recurse-return", "main-end"];
+    for how in ["javaagent", "high", "attach"] {
+        let mut scenario = Scenario::new("LiveRedefined").expect(expect);
+        let args = [attach.as_str()];
+        match how {
+            "javaagent" => {
+                scenario.jvm_args.push(OsString::from(format!("-javaagent:{}=keep", jar.display())));
+                scenario = scenario.sample();
+            }
+            "high" => {
+                scenario.jvm_args.push(OsString::from(format!("-javaagent:{}=keep", jar.display())));
+                scenario.args = &["high"];
+            }
+            _ => {
+                scenario.jvm_args.push(OsString::from("-Djdk.attach.allowAttachSelf=true"));
+                scenario.args = &args;
+            }
+        }
+        let (_, out) = scenario.run();
+        assert!(out.stdout.contains("result 25\n"), "{how}: {}", out.stdout);
+    }
+}
+
 #[test]
 fn synchronized_default_bridge_enum_switch() {
     Scenario::new("LiveMisc")
@@ -968,11 +1042,7 @@ fn java_agent_transforming_classes() {
     };
     let plain = javac("plain", None, &java_sources(&dir.join("plain")));
     let variant = javac("variant", Some(&plain), &java_sources(&dir.join("variant")));
-    let agent_classes = javac("agent", None, &java_sources(&dir.join("agent")));
-    let manifest = tmp.path().join("manifest.txt");
-    std::fs::write(&manifest, "Premain-Class: LiveTransformer\nAgent-Class: LiveTransformer\nCan-Retransform-Classes: true\n").unwrap();
-    let jar = tmp.path().join("agent.jar");
-    tool_ok(Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&agent_classes).arg("."));
+    let jar = transformer_jar();
 
     for (mode, attached) in ["load", "load-retransforming", "retransform"].into_iter().flat_map(|m| [(m, false), (m, true)]) {
         let what = format!("java {} Java agent, mode {mode}", if attached { "attaching a" } else { "-javaagent:" });
@@ -982,7 +1052,7 @@ fn java_agent_transforming_classes() {
         no_java_options(&mut cmd).arg(agent_arg(&format!("out={},sample=1,verify=1,summary=off,include=LiveA*", store.display())));
         let agent_opts = format!("{mode}:{}", variant.join("LiveAgentTarget.class").display());
         if attached {
-            cmd.arg("-Djdk.attach.allowAttachSelf=true").arg("-cp").arg(&plain).arg("LiveAttach").arg(&jar).arg(agent_opts);
+            cmd.arg("-Djdk.attach.allowAttachSelf=true").arg("-cp").arg(&plain).arg("LiveAttach").arg(jar).arg(agent_opts);
         } else {
             cmd.arg(format!("-javaagent:{}={agent_opts}", jar.display())).arg("-cp").arg(&plain).arg("LiveAgentTarget");
         }

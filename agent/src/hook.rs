@@ -26,6 +26,7 @@ use std::time::Instant;
 use crate::class_cache::{ClassCache, ClassReport};
 use crate::count_check::CountCheck;
 use crate::diag;
+use crate::registry::MethodRecord;
 use crate::jvmti::{self, jbyteArray, jclass, jint, jmethodID, jobject, jthread, Capabilities, EventCallbacks, Jni, JniEnv, Jvmti, JvmtiEnv};
 use crate::options::{AfterAgents, Options};
 use crate::ref_threads;
@@ -70,6 +71,9 @@ pub struct Agent {
     hooked_early: Mutex<Option<HashSet<String>>>,
     /// Where the load hook is on, from VMInit (`Agent::enable_load_hook`).
     load_hook: Mutex<Option<LoadHook>>,
+    /// While the VMInit batch runs (its classes' current versions are not rewritten: no
+    /// redefinition of rewritten code to tell the recorder of).
+    in_batch: AtomicBool,
     dead: AtomicBool,
 }
 
@@ -188,6 +192,16 @@ pub fn class_wanted(internal: &str) -> bool {
     agent().is_some_and(|a| a.options.wants(internal))
 }
 
+/// The record of method `id`, if the rewriter registered it.
+pub fn method_record(id: u32) -> Option<MethodRecord> {
+    agent()?.registry.tables().methods.get(id as usize).cloned().flatten()
+}
+
+/// A fresh method id from the same sequence as the rewriter's.
+pub fn reserve_method() -> Option<u32> {
+    Some(agent()?.registry.reserve_method())
+}
+
 /// A fresh site id from the same sequence as the rewriter's.
 pub fn reserve_site() -> Option<u32> {
     Some(agent()?.registry.reserve_site())
@@ -274,6 +288,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         cache,
         hooked_early: Mutex::new(Some(HashSet::new())),
         load_hook: Mutex::new(None),
+        in_batch: AtomicBool::new(false),
         dead: AtomicBool::new(false),
     };
     if AGENT.set(agent).is_err() {
@@ -378,6 +393,9 @@ unsafe extern "C" fn class_file_load_hook(
         // the duration of the callback.
         let bytes = unsafe { std::slice::from_raw_parts(class_data, class_data_len as usize) };
         let arrival = if class_being_redefined.is_null() { Arrival::Load } else { Arrival::Retransform };
+        if let Some(r) = a.recorder.filter(|_| arrival == Arrival::Retransform && !a.in_batch.load(Ordering::Acquire)) {
+            r.redefining(class_being_redefined);
+        }
         let allocate = |n| a.jvmti.allocate(n).unwrap_or(std::ptr::null_mut());
         if let Some(new) = a.on_class(name.as_deref(), arrival, bytes, allocate) {
             // SAFETY: both out-pointers were checked non-null above and are the JVM's to receive
@@ -541,6 +559,9 @@ impl HookState<'_> {
                 stats.timed(&cs.class_name, ns, cpu_ns);
                 stats.methods_with_code += cs.methods_with_code as u64;
                 stats.methods_rewritten += cs.methods_rewritten as u64;
+                if cs.probes_renewed {
+                    diag!(Info, "{}: came to the load hook with lucce's probes in it (another agent transformed lucce's rewrite, or the hook moved during its load): probes renewed", cs.class_name);
+                }
                 for (method, reason) in &cs.skipped {
                     diag!(Info, "{}.{method} skipped: {reason}", cs.class_name);
                     if let Some(r) = self.recorder {
@@ -660,6 +681,7 @@ impl Agent {
             diag!(Error, "cannot enable the retransforming load hook: {e}");
         }
         let (mut ok, mut failed, mut batch_ok, mut examples) = (0, 0, true, Vec::new());
+        self.in_batch.store(true, Ordering::Release);
         for chunk in batch.chunks(RETRANSFORM_CHUNK) {
             let refs: Vec<jclass> = chunk.iter().map(|(c, _)| *c).collect();
             let Err(e) = retransformer.retransform_classes(&refs) else {
@@ -682,6 +704,7 @@ impl Agent {
                 }
             }
         }
+        self.in_batch.store(false, Ordering::Release);
         if let Err(e) = hook(false) {
             diag!(Warn, "cannot disable the retransforming load hook: {e}");
         }
@@ -738,8 +761,8 @@ impl Agent {
     /// JVMTI environments are made before it loads its classes), and the JVM would call its
     /// transformers after this agent's load hook, on classes this agent has already rewritten.
     /// So the hook moves to an environment made now, after the Java agent's: on first, then the
-    /// old one off (a class that both see is rewritten once: the second finds it rewritten,
-    /// `SkipReason::AlreadyRewritten`). Once per burst of the attach thread's loads.
+    /// old one off (a class that both see comes to the second with the first's probes, which it
+    /// turns off and renews, rewrite/unprobe.rs). Once per burst of the attach thread's loads.
     fn follow_attached_agent(&self, jni: Jni) {
         let mut guard = lock(&self.load_hook);
         let Some(hook) = guard.as_mut() else { return };

@@ -41,6 +41,7 @@ pub const JVMTI_ERROR_NONE: JvmtiError = 0;
 /// GetLocal*: the slot holds no value of that type at the frame's location.
 pub const JVMTI_ERROR_INVALID_SLOT: JvmtiError = 35;
 pub const JVMTI_ERROR_ABSENT_INFORMATION: JvmtiError = 101;
+pub const JVMTI_ERROR_ILLEGAL_ARGUMENT: JvmtiError = 103;
 
 pub const JVMTI_ENABLE: c_int = 1;
 pub const JVMTI_DISABLE: c_int = 0;
@@ -396,7 +397,8 @@ impl Jvmti {
         self.stack(std::ptr::null_mut(), start_depth, max, out)
     }
 
-    /// The top `max` frames of `thread` (null: the current thread), innermost first.
+    /// The top `max` frames of `thread` (null: the current thread), innermost first, from
+    /// `start_depth` (none when the stack is not that deep).
     pub fn stack(self, thread: jthread, start_depth: jint, max: usize, out: &mut Vec<FrameInfo>) -> Result<(), Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jthread, jint, jint, *mut FrameInfo, *mut jint) -> JvmtiError;
         let f = jvmti_fn!(self, 104, F);
@@ -405,7 +407,13 @@ impl Jvmti {
         let mut n: jint = 0;
         // SAFETY: slot 104; `thread` is null (the current thread) or a live thread reference;
         // the buffer has room for `max` frames and the VM writes `n <= max` of them.
-        check(unsafe { f(self.0, thread, start_depth, max as jint, out.as_mut_ptr(), &mut n) })?;
+        let e = unsafe { f(self.0, thread, start_depth, max as jint, out.as_mut_ptr(), &mut n) };
+        // A walk that read a full chunk asks for the next; with exactly that many frames, the
+        // JVM calls the depth illegal.
+        if e == JVMTI_ERROR_ILLEGAL_ARGUMENT && start_depth > 0 {
+            return Ok(());
+        }
+        check(e)?;
         // SAFETY: the VM initialized the first `n` elements.
         unsafe { out.set_len(n.clamp(0, max as jint) as usize) };
         Ok(())
@@ -475,20 +483,34 @@ impl Jvmti {
 
     /// `GetLineNumberTable` (slot 70); an empty table when the method has none.
     pub fn line_table(self, method: jmethodID) -> Result<Vec<LineNumberEntry>, Error> {
-        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint, *mut *mut LineNumberEntry) -> JvmtiError;
-        let f = jvmti_fn!(self, 70, F);
-        let mut n: jint = 0;
-        let mut p: *mut LineNumberEntry = std::ptr::null_mut();
-        // SAFETY: slot 70; outs are locals.
-        let e = unsafe { f(self.0, method, &mut n, &mut p) };
-        if e == JVMTI_ERROR_ABSENT_INFORMATION {
-            return Ok(Vec::new());
+        // SAFETY: slot 70 is GetLineNumberTable(env, jmethodID, jint*, jvmtiLineNumberEntry**).
+        match unsafe { self.array_of(70, method) } {
+            Err(Error(JVMTI_ERROR_ABSENT_INFORMATION)) => Ok(Vec::new()),
+            r => r,
         }
-        check(e)?;
+    }
+
+    /// The methods `class` declares (`GetClassMethods`, slot 52).
+    pub fn class_methods(self, class: jclass) -> Result<Vec<jmethodID>, Error> {
+        // SAFETY: slot 52 is GetClassMethods(env, jclass, jint*, jmethodID**).
+        unsafe { self.array_of(52, class) }
+    }
+
+    /// Calls a function of the form `(env, handle, jint* count, T** array)` and copies the array
+    /// the VM allocated.
+    ///
+    /// # Safety
+    /// Slot `slot` must have exactly that signature, with `handle` a live reference or id.
+    unsafe fn array_of<H, T: Copy>(self, slot: usize, handle: H) -> Result<Vec<T>, Error> {
+        let f = jvmti_fn!(self, slot, unsafe extern "C" fn(*mut JvmtiEnv, H, *mut jint, *mut *mut T) -> JvmtiError);
+        let mut n: jint = 0;
+        let mut p: *mut T = std::ptr::null_mut();
+        // SAFETY: the signature is the caller's promise; outs are locals.
+        check(unsafe { f(self.0, handle, &mut n, &mut p) })?;
         let v = if p.is_null() || n <= 0 {
             Vec::new()
         } else {
-            // SAFETY: the VM returned `n` entries allocated with Allocate.
+            // SAFETY: the VM returned an array of `n` elements allocated with Allocate.
             unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec()
         };
         self.deallocate(p as *mut u8);
@@ -516,20 +538,8 @@ impl Jvmti {
 
     /// A method's bytecode as the VM runs it (`GetBytecodes`, slot 75: a copy the VM reconstitutes).
     pub fn bytecodes(self, method: jmethodID) -> Result<Box<[u8]>, Error> {
-        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint, *mut *mut u8) -> JvmtiError;
-        let f = jvmti_fn!(self, 75, F);
-        let mut n: jint = 0;
-        let mut p: *mut u8 = std::ptr::null_mut();
-        // SAFETY: slot 75; outs are locals.
-        check(unsafe { f(self.0, method, &mut n, &mut p) })?;
-        let code = if p.is_null() || n <= 0 {
-            Box::default()
-        } else {
-            // SAFETY: the VM returned `n` bytes allocated with Allocate.
-            unsafe { std::slice::from_raw_parts(p, n as usize) }.into()
-        };
-        self.deallocate(p);
-        Ok(code)
+        // SAFETY: slot 75 is GetBytecodes(env, jmethodID, jint*, unsigned char**).
+        unsafe { self.array_of::<_, u8>(75, method) }.map(Vec::into_boxed_slice)
     }
 
     fn method_flag(self, slot: usize, method: jmethodID) -> Result<bool, Error> {

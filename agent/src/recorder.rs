@@ -21,8 +21,9 @@
 //! from there, and the rewriter puts a call probe before it); otherwise the edge uses a
 //! *location site* for F's current instruction, whose line is the line HotSpot prints for it. A
 //! walk that meets an obsolete method (a frame entered before its class was rewritten) stops
-//! there: the context starts at the truncated root. A walk that runs out of frames: the thread
-//! root.
+//! there: the context starts at the truncated root; a frame of a rewritten version that a
+//! redefinition replaced is that version's ([`Replacements`]). A walk that runs out of frames:
+//! the thread root.
 //!
 //! So a stale pending record (its call went to a native method and returned, or threw) never
 //! attaches an upcall to a returned frame: a pair ⟨call site, callee⟩ is never admitted through
@@ -51,7 +52,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lucce_encoder::{Context, Encoder, EncoderConfig, MethodId, MethodMeta, Refused, SiteId, SiteKind, SiteMeta};
 use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHandle, WriterOptions, WriterReport};
@@ -60,7 +61,7 @@ use rustc_hash::FxHashMap;
 use crate::diag;
 use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, signature_class, Error as JvmtiError, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod, JVMTI_ERROR_INVALID_SLOT};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
-use crate::rewrite::probes::INVOKESTATIC;
+use crate::rewrite::probes::EntryProbe;
 use crate::rewrite::{is_invoke, OP_RETURN};
 
 /// Events a thread buffers before handing them to the writer.
@@ -96,12 +97,44 @@ enum FrameKind {
     Native,
     /// Hidden classes, excluded or unrewritable methods: invisible to lucce.
     Invisible,
-    /// A method replaced by the rewrite while this frame was running: nothing below is known.
+    /// Code from before the rewrite (replaced by it while this frame ran): nothing below is known.
     Obsolete,
+    /// A version of a rewritten method that a redefinition replaced while this frame ran it: to a
+    /// walk as `Instrumented` (a leaf's without a CTX slot), but the JVM's traces show the frame
+    /// without its source file, so events above it are encoded anew ([`Replacements`]).
+    Replaced { id: u32, ctx_slot: Option<jint> },
     /// A method of a wanted class that no walk has entered: a leaf (whose entries need not
     /// walk, see `Runtime.leaf`) if its probe local says so, else unknown (as `Obsolete`).
     Unlearned,
 }
+
+/// Redefinitions of classes this agent had rewritten (a debugger's HotSwap, a Java agent's
+/// retransform). A frame that goes on running a replaced version of a method is in the JVM's
+/// traces without its source file (HotSpot names the file only for frames of the class's current
+/// version; the line is the old version's), while contexts computed when that version was
+/// current show the file. So once a redefinition has begun, each thread looks at its whole stack
+/// at its next event: without frames of replaced or soon-replaced versions it is clean until the
+/// next redefinition; with replaced ones, each of its events is encoded anew from the lowest of
+/// them up ([`Recorder::encode_anew`]), every replaced frame as its method's *twin*: a method id
+/// with the same names and no source file.
+#[derive(Default)]
+struct Replacements {
+    /// Redefinitions begun (0: none, and events take no look at the stack).
+    epoch: AtomicU64,
+    /// Ids of versions a redefinition is replacing, with a deadline. The load hook sees it begin;
+    /// the JVM replaces the methods at its next safepoint, if it accepts the new class. Until the
+    /// deadline a thread with frames of them is not clean.
+    pending: Mutex<FxHashMap<u32, Instant>>,
+    /// Method id → its twin.
+    twins: Mutex<FxHashMap<u32, u32>>,
+}
+
+/// How long after the load hook saw a redefinition begin the JVM may still be about to replace
+/// the methods (it does so at a safepoint right after; a JVM that takes longer to reach one
+/// than this makes the events of that moment show the old file names).
+const REPLACEMENT_SETTLES: Duration = Duration::from_secs(10);
+/// Frames per GetStackTrace call when a thread looks at its whole stack.
+const SCAN_CHUNK: usize = 256;
 
 /// Who called: the frame's site and context, or a virtual root.
 #[derive(Debug, Clone, Copy)]
@@ -158,6 +191,7 @@ pub struct Recorder {
     buffers: Mutex<Vec<Weak<Mutex<Vec<EventRecord>>>>>,
     /// Global reference to `lucce/Runtime` and its static helpers (set at VMInit).
     runtime: Mutex<Option<RuntimeHelpers>>,
+    replaced: Replacements,
     closed: AtomicBool,
     pub stats: RecorderStats,
 }
@@ -432,6 +466,8 @@ struct ThreadState {
     stack: RefCell<Vec<FrameInfo>>,
     /// Tokens this thread handed out lately, so that a repeated context skips the global map.
     tokens: RefCell<Option<TokenCache>>,
+    /// The last [`Replacements::epoch`] at which this thread's stack had no replaced frames.
+    clean_epoch: Cell<u64>,
 }
 
 /// What a walk needs to know of an opcode (`Recorder::at_call`).
@@ -489,6 +525,7 @@ thread_local! {
             buffer: RefCell::new(None),
             stack: RefCell::new(Vec::new()),
             tokens: RefCell::new(None),
+            clean_epoch: Cell::new(0),
         }
     };
 }
@@ -570,6 +607,7 @@ impl Recorder {
             unrewritten: RwLock::new(Default::default()),
             buffers: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
+            replaced: Replacements::default(),
             closed: AtomicBool::new(false),
             stats: RecorderStats::default(),
         })
@@ -699,7 +737,11 @@ impl Recorder {
                 let n = slot.sample.load(Ordering::Relaxed) as u64 + 1;
                 if n >= self.sample {
                     slot.sample.store(0, Ordering::Relaxed);
-                    if let Some(site) = self.entry_site(method) {
+                    let event = match self.replaced_frames_event() {
+                        Some(Caller::Frame { site, ctx }) => Some((site, ctx)),
+                        _ => self.entry_site(method).map(|site| (site, ctx)),
+                    };
+                    if let Some((site, ctx)) = event {
                         self.record(env, EventKind::Sample, site, ctx, None);
                     }
                 } else {
@@ -739,12 +781,18 @@ impl Recorder {
     /// Leaves are found only where the JVM called out of one (class loading, `<clinit>`), so
     /// there are few per walk.
     fn walk(&self, pending: Option<(u32, Context)>, callee: Option<u32>) -> Caller {
+        self.walk_from(0, pending, callee, callee.is_none())
+    }
+
+    /// [`Recorder::walk`] from `depth` down; `callee_done`: the first visible frame there is
+    /// not the callee (it is above).
+    fn walk_from(&self, depth: usize, pending: Option<(u32, Context)>, callee: Option<u32>, callee_done: bool) -> Caller {
         // Leaf frames passed over, innermost first: method id, jmethodID, location.
         let mut leaves: Vec<(u32, jmethodID, i64)> = Vec::new();
         let found = TLS.with(|t| {
             let mut stack = t.stack.borrow_mut();
-            let mut start = 0;
-            let mut callee_done = callee.is_none();
+            let mut start = depth;
+            let mut callee_done = callee_done;
             let (mut pending, mut callee) = (pending, callee);
             // What was passed over between the callee and its caller: with anything, the pending
             // record may be another frame's.
@@ -766,13 +814,13 @@ impl Recorder {
                         continue;
                     }
                     let leaf = match kind {
-                        FrameKind::Instrumented { id, ctx_slot } => {
+                        FrameKind::Instrumented { id, ctx_slot } | FrameKind::Replaced { id, ctx_slot: Some(ctx_slot) } => {
                             match self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee) {
                                 Some(caller) => return caller,
                                 None => id, // no context in its locals: as a leaf's
                             }
                         }
-                        FrameKind::Leaf { id } => id,
+                        FrameKind::Leaf { id } | FrameKind::Replaced { id, ctx_slot: None } => id,
                         // A leaf, or a method whose first entry has not reached the agent yet
                         // (the frame is inside its entry probe): as a leaf's, its context comes
                         // from its caller.
@@ -953,7 +1001,7 @@ impl Recorder {
             return FrameKind::Native;
         }
         if j.is_method_obsolete(m).unwrap_or(true) {
-            return FrameKind::Obsolete;
+            return self.obsolete_kind(m);
         }
         let (class, hidden) = signature_class(&sig).unwrap_or((&sig, false));
         if hidden || !crate::hook::class_wanted(class) {
@@ -980,41 +1028,61 @@ impl Recorder {
     /// The id of an instrumented method no entry of which has reached the agent: every entry's
     /// first one does (a new edge), and learns its jmethodID, so its frames are all inside their
     /// entry probe, which the JVM called out of (to load `lucce.Runtime` through a class loader
-    /// written in Java, for the first class that loader defined). The probe's first instruction
-    /// pushes the id, inline or as an Integer of the class's constant pool; the registry must
-    /// know that id under the frame's class, name and descriptor.
+    /// written in Java, for the first class that loader defined).
     fn learn_entering(&self, f: &FrameInfo) -> Option<u32> {
-        let j = self.jvmti;
-        // Not through the bytecode cache: the frame may run code from before a rewrite (during
-        // the VMInit batch), whose bytecode must not stand for the method's later.
-        let code = j.bytecodes(f.method).ok()?;
-        let push = crate::rewrite::probes::IntPush::read(&code)?;
-        // The probe's first call (`invokestatic` of `enter` or `leaf`) follows the push; the
-        // JVM calls out of the probe there.
-        let call_at = push.byte_len() as usize;
-        if code.get(call_at) != Some(&INVOKESTATIC) || !(0..=call_at as i64).contains(&f.location) {
+        let probe = self.entry_probe(f.method)?;
+        if !(0..=probe.call_at as i64).contains(&f.location) {
             return None;
         }
-        let id = push.value(|index| {
-            let (count, pool) = j.constant_pool(j.method_declaring_class(f.method).ok()?).ok()?;
-            crate::rewrite::pool_integer(&pool, count, index)
-        })?;
-        self.learn_if_named(f.method, u32::try_from(id).ok()?, false)
+        self.learn_if_named(f.method, probe.method_id, false)
+    }
+
+    /// A frame still running a version of its method that a redefinition replaced (a debugger's
+    /// HotSwap, a Java agent's retransform; HotSpot gives it a jmethodID of its own). If lucce
+    /// rewrote that version, the frame is that version's method like any other (`Replaced`): its
+    /// entry probe names the id, its locals hold its context, its calls wrote their records, and
+    /// its lines are its own table's. Otherwise (code from before the rewrite, as the VMInit
+    /// batch leaves on stacks) nothing below it is known.
+    fn obsolete_kind(&self, m: jmethodID) -> FrameKind {
+        let kind = self.entry_probe(m).filter(|p| self.named(m, p.method_id) == Some(p.leaf)).and_then(|p| self.kind_of(m, p.method_id));
+        if kind.is_some() {
+            // Normally told by the load hook already (`redefining`); not when it was not called
+            // (a Java agent retransforming with `after_agents=off`): every thread looks again.
+            self.replaced.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        kind.unwrap_or(FrameKind::Obsolete)
+    }
+
+    /// The entry probe `m`'s code starts with, if lucce rewrote that code. Read from the method,
+    /// not through the bytecode cache: the frame may run an older form than the cached one. An
+    /// id pushed from the constant pool is read from the class's current pool, which holds every
+    /// entry of an older version's pool at the same index (HotSpot merges the pools of a
+    /// redefinition that way so that running code of the old version keeps working).
+    fn entry_probe(&self, m: jmethodID) -> Option<EntryProbe> {
+        let j = self.jvmti;
+        let code = j.bytecodes(m).ok()?;
+        EntryProbe::read(&code, || j.constant_pool(j.method_declaring_class(m).ok()?).ok())
     }
 
     /// Learns that frames of `m` belong to method `id`, and returns it, if the rewriter
     /// registered `id` under `m`'s class, name and descriptor (and as a leaf, with `leaf`).
     fn learn_if_named(&self, m: jmethodID, id: u32, leaf: bool) -> Option<u32> {
-        let j = self.jvmti;
-        let sig = j.declaring_class_signature(m).ok()?;
-        let (class, _) = signature_class(&sig)?;
-        let (name, desc) = j.method_name(m).ok()?;
-        let is_leaf = crate::hook::method_named(id, Some((class, &name, &desc)))?;
+        let is_leaf = self.named(m, id)?;
         if leaf && !is_leaf {
             return None;
         }
         self.learn(m, id);
         Some(id)
+    }
+
+    /// Whether the rewriter registered `id` under `m`'s class, name and descriptor: then whether
+    /// as a leaf.
+    fn named(&self, m: jmethodID, id: u32) -> Option<bool> {
+        let j = self.jvmti;
+        let sig = j.declaring_class_signature(m).ok()?;
+        let (class, _) = signature_class(&sig)?;
+        let (name, desc) = j.method_name(m).ok()?;
+        crate::hook::method_named(id, Some((class, &name, &desc)))
     }
 
     /// A method the rewriter left alone (`class` internal name, `method` = name + descriptor).
@@ -1027,16 +1095,140 @@ impl Recorder {
         // Known already (most walks): no JVMTI call, no write lock. A class redefined later gives
         // its methods new ids, which are learned anew.
         let known = self.frames.read().unwrap_or_else(|e| e.into_inner()).get(&(m as usize)).copied();
-        if matches!(known, Some(FrameKind::Instrumented { id: k, .. } | FrameKind::Leaf { id: k }) if k == id) {
+        if matches!(known, Some(FrameKind::Instrumented { id: k, .. } | FrameKind::Leaf { id: k } | FrameKind::Replaced { id: k, .. }) if k == id) {
             return;
         }
-        let kind = if crate::hook::is_leaf(id) {
-            FrameKind::Leaf { id }
-        } else {
-            let Ok(max) = self.jvmti.max_locals(m) else { return };
-            FrameKind::Instrumented { id, ctx_slot: max - jint::from(crate::rewrite::probes::EXTRA_LOCALS) }
+        if let Some(kind) = self.kind_of(m, id) {
+            self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(m as usize, kind);
+        }
+    }
+
+    /// What frames of `m`, which belong to the instrumented method `id`, are to a walk. (A frame
+    /// stopped at a debugger's breakpoint before its entry probe, whose class was then redefined,
+    /// enters its replaced version.)
+    fn kind_of(&self, m: jmethodID, id: u32) -> Option<FrameKind> {
+        let j = self.jvmti;
+        let ctx_slot = match crate::hook::is_leaf(id) {
+            true => None,
+            false => Some(j.max_locals(m).ok()? - jint::from(crate::rewrite::probes::EXTRA_LOCALS)),
         };
-        self.frames.write().unwrap_or_else(|e| e.into_inner()).insert(m as usize, kind);
+        Some(match (j.is_method_obsolete(m).unwrap_or(false), ctx_slot) {
+            (true, ctx_slot) => FrameKind::Replaced { id, ctx_slot },
+            (false, Some(ctx_slot)) => FrameKind::Instrumented { id, ctx_slot },
+            (false, None) => FrameKind::Leaf { id },
+        })
+    }
+
+    /// The load hook is about to rewrite `class` again for a redefinition: if the agent had
+    /// rewritten its current version, the methods of that version are being replaced.
+    pub fn redefining(&self, class: jclass) {
+        let j = self.jvmti;
+        let Ok(methods) = j.class_methods(class) else { return };
+        let pool = std::cell::OnceCell::new();
+        let probe = |m| EntryProbe::read(&j.bytecodes(m).ok()?, || pool.get_or_init(|| j.constant_pool(class).ok()).clone());
+        let ids: Vec<u32> = methods.into_iter().filter_map(probe).map(|p| p.method_id).collect();
+        if ids.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut pending = lock(&self.replaced.pending);
+        pending.retain(|_, until| *until > now);
+        pending.extend(ids.into_iter().map(|id| (id, now + REPLACEMENT_SETTLES)));
+        drop(pending);
+        self.replaced.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The site and context of this thread's event frame (the innermost visible one) as the
+    /// JVM's trace now shows it, when its stack holds frames of replaced versions; None when the
+    /// ordinary ones are exact (see [`Replacements`]).
+    fn replaced_frames_event(&self) -> Option<Caller> {
+        let epoch = self.replaced.epoch.load(Ordering::Acquire);
+        if epoch == 0 || TLS.with(|t| t.clean_epoch.get()) == epoch {
+            return None;
+        }
+        let frames = self.whole_stack()?;
+        let kinds: Vec<FrameKind> = frames.iter().map(|f| self.frame_kind(f.method)).collect();
+        if let Some(lowest) = kinds.iter().rposition(|k| matches!(k, FrameKind::Replaced { .. })) {
+            return Some(self.encode_anew(&frames, &kinds, lowest));
+        }
+        let pending = lock(&self.replaced.pending);
+        let now = Instant::now();
+        let soon_replaced = |k: &FrameKind| match *k {
+            FrameKind::Instrumented { id, .. } | FrameKind::Leaf { id } => pending.get(&id).is_some_and(|until| *until > now),
+            // Its id is not known: it might be.
+            FrameKind::Unlearned => !pending.is_empty(),
+            _ => false,
+        };
+        if !kinds.iter().any(soon_replaced) {
+            TLS.with(|t| t.clean_epoch.set(epoch));
+        }
+        None
+    }
+
+    /// The innermost visible frame's site and context, computed from the frame below the lowest
+    /// replaced one (`frames[lowest]`, found as a walk finds a caller) up by Algorithm 1, each
+    /// frame through a location site (the same line as its call site), and each replaced one as
+    /// its method's twin.
+    fn encode_anew(&self, frames: &[FrameInfo], kinds: &[FrameKind], lowest: usize) -> Caller {
+        let FrameKind::Replaced { id, .. } = kinds[lowest] else { return Caller::Truncated };
+        let mut caller = match self.twin(id) {
+            Some(twin) => self.walk_from(lowest + 1, None, Some(twin), true),
+            None => Caller::Truncated,
+        };
+        for (depth, (f, kind)) in frames.iter().zip(kinds).enumerate().take(lowest + 1).rev() {
+            let id = match *kind {
+                FrameKind::Replaced { id, .. } => self.twin(id),
+                FrameKind::Instrumented { id, .. } | FrameKind::Leaf { id } => Some(id),
+                FrameKind::Unlearned => self.learn_leaf(f, depth as jint).or_else(|| self.learn_entering(f)),
+                FrameKind::Obsolete => None,
+                FrameKind::Native | FrameKind::Invisible | FrameKind::Lucce => continue,
+            };
+            caller = match id.map(|id| (id, self.enter_from(caller, MethodId(id)))) {
+                Some((id, Ok(ctx))) => self.location_caller(id, f.method, f.location, ctx),
+                Some((id, Err(e))) => {
+                    self.error(format_args!("entering method {id} anew above a replaced frame: {e}"));
+                    Caller::Truncated
+                }
+                // Nothing known of this frame: the frames above start at the truncated root.
+                None => Caller::Truncated,
+            };
+        }
+        caller
+    }
+
+    /// Every frame of this thread, innermost first.
+    fn whole_stack(&self) -> Option<Vec<FrameInfo>> {
+        let (mut all, mut chunk) = (Vec::new(), Vec::new());
+        loop {
+            self.jvmti.current_stack(all.len() as jint, SCAN_CHUNK, &mut chunk).ok()?;
+            all.extend_from_slice(&chunk);
+            if chunk.len() < SCAN_CHUNK {
+                return Some(all);
+            }
+        }
+    }
+
+    /// The twin of method `id`: the same names, no source file (made once).
+    fn twin(&self, id: u32) -> Option<u32> {
+        let mut twins = lock(&self.replaced.twins);
+        if let Some(&t) = twins.get(&id) {
+            return Some(t);
+        }
+        let m = crate::hook::method_record(id)?;
+        let twin = crate::hook::reserve_method()?;
+        let meta = MethodMeta {
+            class: dotted(m.class()),
+            name: m.name().to_string(),
+            descriptor: m.descriptor().to_string(),
+            source_file: None,
+            access_flags: m.access_flags,
+        };
+        if let Err(e) = self.encoder.define_method(MethodId(twin), &meta) {
+            self.error(format_args!("twin {twin} of method {id}: {e}"));
+            return None;
+        }
+        twins.insert(id, twin);
+        Some(twin)
     }
 
     /// The jmethodID and current location of the innermost non-lucce frame.
@@ -1083,6 +1275,10 @@ impl Recorder {
 
     /// The site and context of the frame that called a lucce API native.
     fn api_caller(&self) -> Caller {
+        if let Some(anew) = self.replaced_frames_event() {
+            take_pending();
+            return anew;
+        }
         match take_pending() {
             Some((site, ctx)) if self.api_sites.contains(site) => Caller::Frame { site, ctx },
             _ => self.walk(None, None),

@@ -196,6 +196,12 @@ impl Registry {
         !self.no_alloc_sites
     }
 
+    /// A method id for a method the rewriter did not make (the recorder's twins of replaced
+    /// methods).
+    pub fn reserve_method(&self) -> u32 {
+        self.next_method.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// A site id for a site the rewriter did not make (the recorder's location sites).
     pub fn reserve_site(&self) -> u32 {
         self.next_site.fetch_add(1, Ordering::Relaxed)

@@ -295,16 +295,45 @@ fn member_index_past_the_pool_leaves_the_class_alone() {
     }
 }
 
-/// A class the rewriter made is left as it is when it comes back (a Java agent redefining a
-/// class with the bytes it was given after lucce's rewrite): rewritten again, its probes would
-/// get probes of their own.
+/// A class that comes to the rewriter with lucce's probes in it (another agent transformed
+/// lucce's rewrite) gets them turned off and fresh ones put in: it runs as the original does,
+/// verified, and no old probe runs (the stub counts entries of the first rewrite's ids).
 #[test]
-fn a_rewritten_class_is_not_rewritten_again() {
-    let once = rewrite_class(&old_class(49), &mut rewrite_common::Recorder::default()).unwrap();
-    let once = once.bytes.expect("rewritten");
-    let twice = rewrite_class(&once, &mut rewrite_common::Recorder::default()).unwrap();
-    assert!(twice.bytes.is_none());
-    assert_eq!(twice.stats.unchanged_reason, Some(lucce_agent::rewrite::SkipReason::AlreadyRewritten));
+fn a_rewritten_class_is_rewritten_again_over_its_old_probes() {
+    for major in [49u16, 50] {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("stubsrc/lucce");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(
+            src.join("Runtime.java"),
+            "package lucce;\npublic final class Runtime {\n\
+             static int old;\n\
+             static { java.lang.Runtime.getRuntime().addShutdownHook(new Thread(() -> System.out.println(\"old probes run: \" + old))); }\n\
+             public static long enter(int m) { if (m < 50000) old++; return 0; }\n\
+             public static long version() { return 0; }\n\
+             public static int leaf(int m) { if (m < 50000) old++; return m; }\n\
+             public static void call(int s, long c, long v) { if (s < 50000) old++; }\n\
+             public static void alloc(int s, long c, long v) { if (s < 50000) old++; }\n}\n",
+        )
+        .unwrap();
+        let stub = tmp.path().join("stub");
+        compile(&[src.join("Runtime.java")], &stub, &[]);
+        let once = rewrite_class(&old_class(major), &mut Recorder { id_base: 40000, ..Recorder::default() }).unwrap();
+        let once = once.bytes.expect("rewritten");
+        let again = rewrite_class(&once, &mut Recorder { id_base: 50000, ..Recorder::default() }).unwrap();
+        assert!(again.stats.probes_renewed && again.stats.unchanged_reason.is_none(), "{major}: {:?}", again.stats);
+        assert_eq!(again.stats.methods_rewritten, 5);
+        let again = again.bytes.expect("rewritten again");
+        check_class(&again).unwrap_or_else(|e| panic!("{major}: {e}"));
+        let (orig, new) = (tmp.path().join("orig"), tmp.path().join("new"));
+        std::fs::create_dir_all(&orig).unwrap();
+        std::fs::create_dir_all(&new).unwrap();
+        std::fs::write(orig.join("Old.class"), old_class(major)).unwrap();
+        std::fs::write(new.join("Old.class"), &again).unwrap();
+        let (o, _) = run_java(&[&orig, &stub], "Old");
+        let (n, e) = run_java(&[&new, &stub], "Old");
+        assert_eq!(format!("{o}old probes run: 0\n"), n, "{major}: {e}");
+    }
 }
 
 /// The load hook reads the clocks only when a summary will report the rewrite time (they cost

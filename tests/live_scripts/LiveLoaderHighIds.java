@@ -13,6 +13,12 @@ import java.util.stream.Stream;
  */
 public class LiveLoaderHighIds {
     public static void main(String[] args) throws Exception {
+        loadDesktop();
+        LiveLoader.main(args);
+    }
+
+    /** Loads every class of java.desktop that loads alone (not initialized). */
+    static void loadDesktop() throws Exception {
         FileSystem jrt = FileSystems.getFileSystem(URI.create("jrt:/"));
         String root = "/modules/java.desktop/";
         int loaded = 0;
@@ -31,6 +37,5 @@ public class LiveLoaderHighIds {
         }
         // About 3,500 classes and 30,000 methods: enough to push the ids past 32767.
         if (loaded < 3000) throw new AssertionError("only " + loaded + " classes of java.desktop loaded");
-        LiveLoader.main(args);
     }
 }

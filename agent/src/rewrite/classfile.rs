@@ -92,12 +92,26 @@ pub(crate) fn be_i32(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-/// The Integer constant at `index` of a constant pool given as in a class file without its
-/// count (`count` is constant_pool_count), or None when there is no such entry or the pool does
-/// not parse.
-pub fn pool_integer(pool: &[u8], count: u16, index: u16) -> Option<i32> {
-    let (cp, _) = ConstPool::parse(pool, 0, count as usize, PoolBuffers::default()).ok()?;
-    be_i32(pool, cp.body(index, TAG_INTEGER)?)
+/// A constant pool as JVMTI GetConstantPool gives it: its entries as in a class file, without
+/// the count. For reading a probe back from a method's bytecode (probes.rs, `EntryProbe`).
+pub struct RawPool<'a>(ConstPool<'a>);
+
+impl<'a> RawPool<'a> {
+    /// `count` is constant_pool_count; None when the pool does not parse.
+    pub fn parse(pool: &'a [u8], count: u16) -> Option<RawPool<'a>> {
+        ConstPool::parse(pool, 0, count as usize, PoolBuffers::default()).ok().map(|(cp, _)| RawPool(cp))
+    }
+
+    /// The Integer constant at `index`, if that entry is one.
+    pub fn integer(&self, index: u16) -> Option<i32> {
+        be_i32(self.0.bytes, self.0.body(index, TAG_INTEGER)?)
+    }
+
+    /// Class name, name and descriptor of the member reference at `index`, if that entry is one.
+    pub fn member_ref(&self, index: u16) -> Option<(&'a [u8], &'a [u8], &'a [u8])> {
+        let (class, name, desc) = self.0.member_ref(index)?;
+        Some((self.0.class_name(class)?, self.0.utf8(name)?, self.0.utf8(desc)?))
+    }
 }
 
 /// Per constant-pool tag: the size of the entry after its tag (for Utf8 without its bytes), 0
@@ -663,31 +677,39 @@ fn skip_element_value(r: &mut Reader<'_>, depth: u32) -> Option<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mutf8, pool_integer, to_mutf8};
+    use super::{mutf8, to_mutf8, RawPool};
 
     #[test]
-    fn integers_of_a_raw_pool() {
-        // 1: Utf8 "ab", 2: Integer 42, 3-4: Long (two slots), 5: Integer -7, 6: Class #1.
+    fn entries_of_a_raw_pool() {
+        // 1: Utf8 "ab", 2: Integer 42, 3-4: Long (two slots), 5: Integer -7, 6: Class #1,
+        // 7: NameAndType #1 #1, 8: Methodref #6 #7.
         let pool = [
             &[1, 0, 2, b'a', b'b'][..],
             &[3, 0, 0, 0, 42],
             &[5, 0, 0, 0, 0, 0, 0, 0, 9],
             &[3, 0xFF, 0xFF, 0xFF, 0xF9],
             &[7, 0, 1],
+            &[12, 0, 1, 0, 1],
+            &[10, 0, 6, 0, 7],
         ]
         .concat();
-        let count = 7;
-        assert_eq!(pool_integer(&pool, count, 2), Some(42));
-        assert_eq!(pool_integer(&pool, count, 5), Some(-7));
-        // Not Integers: Utf8, Long and its unusable second slot, Class; past the count.
-        for index in [0, 1, 3, 4, 6, 7, 100] {
-            assert_eq!(pool_integer(&pool, count, index), None, "{index}");
+        let count = 9;
+        let raw = RawPool::parse(&pool, count).unwrap();
+        assert_eq!(raw.integer(2), Some(42));
+        assert_eq!(raw.integer(5), Some(-7));
+        assert_eq!(raw.member_ref(8), Some((&b"ab"[..], &b"ab"[..], &b"ab"[..])));
+        // Not Integers: Utf8, Long and its unusable second slot, Class, a Methodref; past the count.
+        for index in [0, 1, 3, 4, 6, 8, 9, 100] {
+            assert_eq!(raw.integer(index), None, "{index}");
         }
-        // A pool cut short, or with an unknown tag, has no entry past the damage.
-        assert_eq!(pool_integer(&pool[..12], count, 5), None);
+        for index in [0, 2, 6, 7, 9] {
+            assert_eq!(raw.member_ref(index), None, "{index}");
+        }
+        // A pool cut short, or with an unknown tag, does not parse.
+        assert!(RawPool::parse(&pool[..12], count).is_none());
         let mut bad = pool.clone();
         bad[5] = 2; // entry 2's tag
-        assert_eq!(pool_integer(&bad, count, 5), None);
+        assert!(RawPool::parse(&bad, count).is_none());
     }
 
     #[test]

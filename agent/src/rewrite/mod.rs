@@ -40,10 +40,11 @@ mod pool;
 pub mod probes;
 pub mod relocate;
 mod typesim;
+mod unprobe;
 
 use std::cell::Cell;
 
-pub use classfile::pool_integer;
+pub use classfile::RawPool;
 /// For walks, which look at the instruction a frame is at.
 pub(crate) use code::{is_invoke, OP_RETURN};
 use classfile::{assemble, mutf8, ClassFile, MAX_CP_COUNT};
@@ -254,9 +255,9 @@ pub enum SkipReason {
     /// `PyObject`: 5.6M finalizable objects alive, 1.2 GB of heap). Such a method calls nothing
     /// and runs nothing, so no trace can show it.
     EmptyFinalizer,
-    /// The class already calls the runtime class: this agent rewrote it before (the whole class
-    /// is unchanged). A Java agent may hand back bytes it was given after lucce's rewrite, to
-    /// `redefineClasses`; rewritten again, every probe would get probes of its own.
+    /// The class already calls the runtime class, but not only from probes this agent could
+    /// turn off (`unprobe.rs`; the whole class is unchanged): rewritten again, those calls would
+    /// run next to the new probes.
     AlreadyRewritten,
     /// Bytecode the rewriter does not accept (the JVM would reject it too).
     MalformedCode(&'static str),
@@ -286,6 +287,9 @@ pub struct ClassStats {
     pub skipped: Vec<(String, SkipReason)>,
     /// Set when the whole class was left unchanged for a class-level reason (constant pool full).
     pub unchanged_reason: Option<SkipReason>,
+    /// The class came with lucce's probes in it, transformed further by another agent: they were
+    /// turned off and the class rewritten again (`unprobe.rs`).
+    pub probes_renewed: bool,
 }
 
 #[derive(Debug)]
@@ -329,6 +333,34 @@ pub fn rewrite_class_with<O>(
     registry: &mut dyn SiteRegistry,
     output: impl FnOnce(&[&[u8]]) -> O,
 ) -> Result<(Option<O>, ClassStats), RewriteError> {
+    match rewrite_probed(class_bytes, registry, output, false)? {
+        Probed::Done(r) => Ok(r),
+        // Another agent's transformation of lucce's rewrite: its probes off, rewritten again.
+        Probed::Already(output, stats) => match unprobe::unprobe(class_bytes) {
+            Some(clean) => match rewrite_probed(&clean, registry, output, true)? {
+                Probed::Done((out, stats)) => Ok((out, ClassStats { probes_renewed: true, ..stats })),
+                Probed::Already(..) => unreachable!("rewrite_probed with `renew` never stops at lucce's probes"),
+            },
+            None => Ok((None, stats)),
+        },
+    }
+}
+
+/// What [`rewrite_probed`] made of a class.
+enum Probed<O, F> {
+    Done((Option<O>, ClassStats)),
+    /// The class has lucce's probes already: nothing done, `output` not called.
+    Already(F, ClassStats),
+}
+
+/// [`rewrite_class_with`]; `renew`: rewrite a class whose pool names the runtime class (its
+/// probes turned off) instead of stopping there.
+fn rewrite_probed<O, F: FnOnce(&[&[u8]]) -> O>(
+    class_bytes: &[u8],
+    registry: &mut dyn SiteRegistry,
+    output: F,
+    renew: bool,
+) -> Result<Probed<O, F>, RewriteError> {
     let mut bufs = BUFFERS.with(|b| b.take()).unwrap_or_default();
     let cf = ClassFile::parse_with(class_bytes, std::mem::take(&mut bufs.pool), std::mem::take(&mut bufs.methods))?;
     let ClassFile {
@@ -349,11 +381,14 @@ pub fn rewrite_class_with<O>(
         ..ClassStats::default()
     };
     if class_name.starts_with(probes::EXCLUDED_PREFIX) {
-        return Ok((None, stats));
+        return Ok(Probed::Done((None, stats)));
     }
-    if cp.has_runtime_name && cp.find_class(probes::RUNTIME_CLASS.as_bytes()).is_some() {
+    if !renew && cp.has_runtime_name && cp.find_class(probes::RUNTIME_CLASS.as_bytes()).is_some() {
         stats.unchanged_reason = Some(SkipReason::AlreadyRewritten);
-        return Ok((None, stats));
+        bufs.pool = cp.into_buffers();
+        bufs.methods = methods;
+        BUFFERS.with(|b| b.set(Some(bufs)));
+        return Ok(Probed::Already(output, stats));
     }
     let source = source_file.and_then(|i| cp.utf8(i)).map(mutf8);
     let cx = method::ClassCtx {
@@ -431,7 +466,7 @@ pub fn rewrite_class_with<O>(
     bufs.methods = methods;
     bufs.app = pool.app.bytes;
     BUFFERS.with(|b| b.set(Some(bufs)));
-    Ok((out?, stats))
+    Ok(Probed::Done((out?, stats)))
 }
 
 /// The rewritten class passed through `output` (None when no method was rewritten or the pool

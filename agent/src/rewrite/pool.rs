@@ -117,8 +117,8 @@ impl<'a> PoolEdit<'a> {
         }
     }
 
-    /// The Class entry of the runtime class, appended on first use: the pool has none (a class
-    /// that names it is not rewritten again, `SkipReason::AlreadyRewritten`).
+    /// The Class entry of the runtime class, appended on first use (a class whose probes are
+    /// renewed, `unprobe.rs`, has one already, which the new one duplicates: legal in a pool).
     fn runtime_class(&mut self) -> u16 {
         if let Some(c) = self.runtime_class {
             return c;

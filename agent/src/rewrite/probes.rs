@@ -123,6 +123,39 @@ pub enum IntPush {
     Ldc(u16),
 }
 
+/// An entry probe read back from the start of a rewritten method's bytecode, as a stack walk
+/// sees it: the method id it pushes, and where it calls the runtime class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryProbe {
+    pub method_id: u32,
+    /// A leaf's probe (`leaf`), else `enter`.
+    pub leaf: bool,
+    /// Offset of the `invokestatic` (where the JVM calls out of the probe).
+    pub call_at: usize,
+}
+
+impl EntryProbe {
+    /// The entry probe `code` starts with: a push of the id, then `invokestatic` of the runtime
+    /// class's `enter(I)J` or `leaf(I)I`; None for code that starts otherwise (not rewritten by
+    /// lucce, or an older form of the method). `pool` gives the class's constant pool, its count
+    /// and entries as JVMTI GetConstantPool does; it is asked for only when the opcodes match.
+    pub fn read(code: &[u8], pool: impl FnOnce() -> Option<(u16, Box<[u8]>)>) -> Option<EntryProbe> {
+        let push = IntPush::read(code)?;
+        let call_at = push.byte_len() as usize;
+        let &[INVOKESTATIC, i0, i1] = code.get(call_at..call_at + 3)? else {
+            return None;
+        };
+        let (count, bytes) = pool()?;
+        let pool = super::RawPool::parse(&bytes, count)?;
+        let (class, name, desc) = pool.member_ref(u16::from_be_bytes([i0, i1]))?;
+        let called = [RuntimeMethod::Enter, RuntimeMethod::Leaf]
+            .into_iter()
+            .find(|m| class == RUNTIME_CLASS.as_bytes() && name == m.name().as_bytes() && desc == m.descriptor().as_bytes())?;
+        let id = push.value(|index| pool.integer(index))?;
+        Some(EntryProbe { method_id: u32::try_from(id).ok()?, leaf: called == RuntimeMethod::Leaf, call_at })
+    }
+}
+
 const ICONST_0: u8 = 0x03;
 const ICONST_5: u8 = 0x08;
 const BIPUSH: u8 = 0x10;
@@ -176,7 +209,11 @@ impl IntPush {
             BIPUSH => IntPush::Byte(operand(1)?[0] as i8),
             SIPUSH => IntPush::Short(i16::from_be_bytes(operand(2)?.try_into().ok()?)),
             LDC => IntPush::Ldc(operand(1)?[0] as u16),
-            LDC_W => IntPush::Ldc(u16::from_be_bytes(operand(2)?.try_into().ok()?)),
+            // Only past ldc's reach, as `encoded` writes it (else `byte_len` would be wrong).
+            LDC_W => match u16::from_be_bytes(operand(2)?.try_into().ok()?) {
+                i if i > 0xFF => IntPush::Ldc(i),
+                _ => return None,
+            },
             _ => return None,
         })
     }
@@ -391,7 +428,7 @@ mod tests {
 
     #[test]
     fn entry_pushes_read_back() {
-        // What a walk reads from the start of a method's code (recorder.rs, learn_entering).
+        // What a walk reads from the start of a method's code (`EntryProbe::read`).
         let pool = |i: u16| (i == 40000).then_some(70_000);
         for id in [0u32, 5, 6, 127, 128, 32767] {
             let p = IntPush::inline(id).unwrap();
@@ -409,6 +446,44 @@ mod tests {
         for code in [&[INVOKESTATIC, 0, 1][..], &[], &[SIPUSH, 1], &[LDC_W, 0], &[BIPUSH]] {
             assert!(IntPush::read(code).is_none(), "{code:?}");
         }
+    }
+
+    #[test]
+    fn entry_probes_read_back() {
+        let utf8 = |t: &str| [&[1u8, 0, t.len() as u8][..], t.as_bytes()].concat();
+        let pool: Box<[u8]> = [
+            utf8("lucce/Runtime"),         // 1
+            vec![7, 0, 1],                 // 2: Class lucce/Runtime
+            utf8("enter"),                 // 3
+            utf8("(I)J"),                  // 4
+            vec![12, 0, 3, 0, 4],          // 5: enter(I)J
+            vec![10, 0, 2, 0, 5],          // 6: Runtime.enter
+            utf8("leaf"),                  // 7
+            utf8("(I)I"),                  // 8
+            vec![12, 0, 7, 0, 8],          // 9: leaf(I)I
+            vec![10, 0, 2, 0, 9],          // 10: Runtime.leaf
+            vec![3, 0, 1, 0x11, 0x70],     // 11: Integer 70000
+            utf8("other/Cls"),             // 12
+            vec![7, 0, 12],                // 13
+            vec![10, 0, 13, 0, 5],         // 14: Cls.enter(I)J
+            vec![12, 0, 3, 0, 8],          // 15: enter(I)I
+            vec![10, 0, 2, 0, 15],         // 16: Runtime.enter(I)I
+        ]
+        .concat()
+        .into();
+        let pool = || Some((17u16, pool.clone()));
+        let probe = |push: &[u8], call: u16| [push, &[INVOKESTATIC], &call.to_be_bytes()[..]].concat();
+        let read = |code: &[u8]| EntryProbe::read(code, pool);
+        assert_eq!(read(&probe(&[SIPUSH, 0x12, 0x34], 6)), Some(EntryProbe { method_id: 0x1234, leaf: false, call_at: 3 }));
+        assert_eq!(read(&probe(&[LDC, 11], 10)), Some(EntryProbe { method_id: 70_000, leaf: true, call_at: 2 }));
+        assert_eq!(read(&probe(&[ICONST_0 + 4], 6)).map(|p| (p.method_id, p.call_at)), Some((4, 1)));
+        // Code that only looks like a probe: a call of another class's method or of another
+        // descriptor, an ldc of something else, a negative id, no invokestatic after the push.
+        for code in [probe(&[BIPUSH, 9], 14), probe(&[BIPUSH, 9], 16), probe(&[LDC, 1], 6), probe(&[BIPUSH, 0xFF], 6), probe(&[LDC_W, 0, 11], 6), vec![BIPUSH, 9, LLOAD, 0, 6]] {
+            assert_eq!(read(&code), None, "{code:?}");
+        }
+        // The pool is not fetched for code that starts otherwise.
+        assert_eq!(EntryProbe::read(&[LLOAD_0, INVOKESTATIC, 0, 6], || unreachable!()), None);
     }
 
     /// What `emit` writes through a cursor at the start of a buffer with the probes' slack.

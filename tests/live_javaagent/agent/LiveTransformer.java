@@ -11,9 +11,13 @@ import java.security.ProtectionDomain;
  * that cannot retransform replaces the class as it loads; `load-retransforming`: one that can
  * retransform does; `retransform`: premain loads the class as compiled, then retransforms it,
  * and the transformer replaces it then, as agents do with the classes loaded before them. The
- * same when attached to the running JVM (`agentmain`).
+ * same when attached to the running JVM (`agentmain`). MODE `keep` (no PATH) transforms nothing
+ * and only keeps the Instrumentation for the program (tests/live_scripts/LiveRedefined.java).
  */
 public final class LiveTransformer {
+    /** The JVM's Instrumentation, for programs that retransform their own classes. */
+    public static volatile Instrumentation instrumentation;
+
     private LiveTransformer() {}
 
     public static void agentmain(String arg, Instrumentation inst) throws Exception {
@@ -21,6 +25,10 @@ public final class LiveTransformer {
     }
 
     public static void premain(String arg, Instrumentation inst) throws Exception {
+        instrumentation = inst;
+        if (arg.equals("keep")) {
+            return;
+        }
         int colon = arg.indexOf(':');
         String mode = arg.substring(0, colon);
         byte[] replacement = Files.readAllBytes(Paths.get(arg.substring(colon + 1)));
