@@ -191,9 +191,9 @@ pub struct Recorder {
     buffers: Mutex<Vec<Weak<Mutex<Vec<EventRecord>>>>>,
     /// Global reference to `lucce/Runtime` and its static helpers (set at VMInit).
     runtime: Mutex<Option<RuntimeHelpers>>,
-    replaced: Replacements,
     closed: AtomicBool,
     pub stats: RecorderStats,
+    replaced: Replacements,
 }
 
 #[derive(Clone, Copy)]
@@ -607,9 +607,9 @@ impl Recorder {
             unrewritten: RwLock::new(Default::default()),
             buffers: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
-            replaced: Replacements::default(),
             closed: AtomicBool::new(false),
             stats: RecorderStats::default(),
+            replaced: Replacements::default(),
         })
     }
 
@@ -737,7 +737,7 @@ impl Recorder {
                 let n = slot.sample.load(Ordering::Relaxed) as u64 + 1;
                 if n >= self.sample {
                     slot.sample.store(0, Ordering::Relaxed);
-                    let event = match self.replaced_frames_event() {
+                    let event = match self.redefined().then(|| self.replaced_frames_event()).flatten() {
                         Some(Caller::Frame { site, ctx }) => Some((site, ctx)),
                         _ => self.entry_site(method).map(|site| (site, ctx)),
                     };
@@ -1138,12 +1138,21 @@ impl Recorder {
         self.replaced.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// Whether a class lucce rewrote has been redefined in this JVM (the events' only cost
+    /// until then).
+    #[inline(always)]
+    fn redefined(&self) -> bool {
+        self.replaced.epoch.load(Ordering::Relaxed) != 0
+    }
+
     /// The site and context of this thread's event frame (the innermost visible one) as the
     /// JVM's trace now shows it, when its stack holds frames of replaced versions; None when the
     /// ordinary ones are exact (see [`Replacements`]).
+    #[cold]
+    #[inline(never)]
     fn replaced_frames_event(&self) -> Option<Caller> {
         let epoch = self.replaced.epoch.load(Ordering::Acquire);
-        if epoch == 0 || TLS.with(|t| t.clean_epoch.get()) == epoch {
+        if TLS.with(|t| t.clean_epoch.get()) == epoch {
             return None;
         }
         let frames = self.whole_stack()?;
@@ -1274,12 +1283,15 @@ impl Recorder {
     // Events
 
     /// The site and context of the frame that called a lucce API native.
+    #[inline(always)]
     fn api_caller(&self) -> Caller {
-        if let Some(anew) = self.replaced_frames_event() {
-            take_pending();
-            return anew;
+        let pending = take_pending();
+        if self.redefined() {
+            if let Some(anew) = self.replaced_frames_event() {
+                return anew;
+            }
         }
-        match take_pending() {
+        match pending {
             Some((site, ctx)) if self.api_sites.contains(site) => Caller::Frame { site, ctx },
             _ => self.walk(None, None),
         }
