@@ -130,10 +130,14 @@ pub fn site_may_call(site: u32, method: u32) -> bool {
     }
 }
 
+/// The record of method `id`, if the rewriter registered it.
+pub fn method_record(id: u32) -> Option<MethodRecord> {
+    agent()?.registry.tables().methods.get(id as usize).cloned().flatten()
+}
+
 /// `class.name descriptor` of a method the rewriter registered (for the log).
 pub fn method_label(id: u32) -> Option<String> {
-    let t = agent()?.registry.tables();
-    t.methods.get(id as usize).and_then(|m| m.as_ref()).map(|m| format!("{}.{}{}", m.class(), m.name(), m.descriptor()))
+    method_record(id).map(|m| format!("{}.{}{}", m.class(), m.name(), m.descriptor()))
 }
 
 /// Whether method id `id` is a leaf (`rewrite::MethodInfo::leaf`).
@@ -144,11 +148,8 @@ pub fn is_leaf(id: u32) -> bool {
 /// Whether method id `id`, given its internal class name, name and descriptor, is that method
 /// (any method the rewriter registered with None), and then whether it is a leaf.
 pub fn method_named(id: u32, named: Option<(&str, &str, &str)>) -> Option<bool> {
-    let t = agent()?.registry.tables();
-    match t.methods.get(id as usize) {
-        Some(Some(m)) if named.is_none_or(|(class, name, desc)| m.class() == class && m.name() == name && m.descriptor() == desc) => Some(m.leaf),
-        _ => None,
-    }
+    let m = method_record(id)?;
+    named.is_none_or(|(class, name, desc)| m.class() == class && m.name() == name && m.descriptor() == desc).then_some(m.leaf)
 }
 
 /// The `target` key of a site the rewriter registered (see `rewrite::SiteInfo`).
@@ -190,11 +191,6 @@ pub extern "C" fn Java_lucce_Runtime_hidden0(env: *mut JniEnv, _cls: jclass, byt
 /// slashes as dots).
 pub fn class_wanted(internal: &str) -> bool {
     agent().is_some_and(|a| a.options.wants(internal))
-}
-
-/// The record of method `id`, if the rewriter registered it.
-pub fn method_record(id: u32) -> Option<MethodRecord> {
-    agent()?.registry.tables().methods.get(id as usize).cloned().flatten()
 }
 
 /// A fresh method id from the same sequence as the rewriter's.

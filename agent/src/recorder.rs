@@ -1122,11 +1122,8 @@ impl Recorder {
     /// The load hook is about to rewrite `class` again for a redefinition: if the agent had
     /// rewritten its current version, the methods of that version are being replaced.
     pub fn redefining(&self, class: jclass) {
-        let j = self.jvmti;
-        let Ok(methods) = j.class_methods(class) else { return };
-        let pool = std::cell::OnceCell::new();
-        let probe = |m| EntryProbe::read(&j.bytecodes(m).ok()?, || pool.get_or_init(|| j.constant_pool(class).ok()).clone());
-        let ids: Vec<u32> = methods.into_iter().filter_map(probe).map(|p| p.method_id).collect();
+        let Ok(methods) = self.jvmti.class_methods(class) else { return };
+        let ids: Vec<u32> = methods.into_iter().filter_map(|m| self.entry_probe(m)).map(|p| p.method_id).collect();
         if ids.is_empty() {
             return;
         }

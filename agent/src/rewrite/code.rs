@@ -214,6 +214,15 @@ pub(crate) fn insn_len(code: &[u8], off: usize) -> Option<usize> {
     (off + n <= code.len()).then_some(n)
 }
 
+/// Length of the instruction at `off`, switches included (their layout checked as the decoder
+/// checks it), or None when it is invalid or overruns the code.
+pub(crate) fn any_insn_len(code: &[u8], off: usize) -> Option<usize> {
+    match *code.get(off)? {
+        OP_TABLESWITCH | OP_LOOKUPSWITCH => Switch::parse(code, u32::try_from(off).ok()?).ok().map(|s| s.end as usize - off),
+        _ => insn_len(code, off),
+    }
+}
+
 fn target_of(off: u32, disp: i64, code_len: u32) -> Result<u32, SkipReason> {
     let t = off as i64 + disp;
     if t < 0 || t >= code_len as i64 {
@@ -1084,6 +1093,25 @@ mod tests {
         assert_eq!([1, 2, 3, 4, 5].map(|o| containing(&table, o)), [1, 1, 1, 4, 4].map(Some));
         assert_eq!(containing(&table, 99), Some(6)); // past the end: the end
         assert_eq!(containing(&[], 0), None);
+    }
+
+    #[test]
+    fn switch_lengths_at_every_alignment() {
+        for pad in 0..4usize {
+            // nops, then a tableswitch of low 1, high 2 (two targets), then a lookupswitch of one pair.
+            let mut code = vec![0x00; pad];
+            let at = code.len();
+            code.push(OP_TABLESWITCH);
+            code.extend(std::iter::repeat_n(0, switch_pad(at as u32) as usize));
+            code.extend([0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]);
+            let next = code.len();
+            code.push(OP_LOOKUPSWITCH);
+            code.extend(std::iter::repeat_n(0, switch_pad(next as u32) as usize));
+            code.extend([0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0]);
+            assert_eq!(any_insn_len(&code, at), Some(next - at), "tableswitch at {at}");
+            assert_eq!(any_insn_len(&code, next), Some(code.len() - next), "lookupswitch at {next}");
+            assert_eq!(any_insn_len(&code[..code.len() - 1], next), None, "cut short");
+        }
     }
 
     #[test]

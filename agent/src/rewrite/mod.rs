@@ -333,34 +333,17 @@ pub fn rewrite_class_with<O>(
     registry: &mut dyn SiteRegistry,
     output: impl FnOnce(&[&[u8]]) -> O,
 ) -> Result<(Option<O>, ClassStats), RewriteError> {
-    match rewrite_probed(class_bytes, registry, output, false)? {
-        Probed::Done(r) => Ok(r),
-        // Another agent's transformation of lucce's rewrite: its probes off, rewritten again.
-        Probed::Already(output, stats) => match unprobe::unprobe(class_bytes) {
-            Some(clean) => match rewrite_probed(&clean, registry, output, true)? {
-                Probed::Done((out, stats)) => Ok((out, ClassStats { probes_renewed: true, ..stats })),
-                Probed::Already(..) => unreachable!("rewrite_probed with `renew` never stops at lucce's probes"),
-            },
-            None => Ok((None, stats)),
-        },
-    }
+    rewrite_with(class_bytes, registry, output, false)
 }
 
-/// What [`rewrite_probed`] made of a class.
-enum Probed<O, F> {
-    Done((Option<O>, ClassStats)),
-    /// The class has lucce's probes already: nothing done, `output` not called.
-    Already(F, ClassStats),
-}
-
-/// [`rewrite_class_with`]; `renew`: rewrite a class whose pool names the runtime class (its
-/// probes turned off) instead of stopping there.
-fn rewrite_probed<O, F: FnOnce(&[&[u8]]) -> O>(
+/// [`rewrite_class_with`]; `renewing`: the class's probes were turned off (`unprobe.rs`), and its
+/// pool's naming the runtime class does not stop the rewrite.
+fn rewrite_with<O>(
     class_bytes: &[u8],
     registry: &mut dyn SiteRegistry,
-    output: F,
-    renew: bool,
-) -> Result<Probed<O, F>, RewriteError> {
+    output: impl FnOnce(&[&[u8]]) -> O,
+    renewing: bool,
+) -> Result<(Option<O>, ClassStats), RewriteError> {
     let mut bufs = BUFFERS.with(|b| b.take()).unwrap_or_default();
     let cf = ClassFile::parse_with(class_bytes, std::mem::take(&mut bufs.pool), std::mem::take(&mut bufs.methods))?;
     let ClassFile {
@@ -381,14 +364,17 @@ fn rewrite_probed<O, F: FnOnce(&[&[u8]]) -> O>(
         ..ClassStats::default()
     };
     if class_name.starts_with(probes::EXCLUDED_PREFIX) {
-        return Ok(Probed::Done((None, stats)));
+        return Ok((None, stats));
     }
-    if !renew && cp.has_runtime_name && cp.find_class(probes::RUNTIME_CLASS.as_bytes()).is_some() {
-        stats.unchanged_reason = Some(SkipReason::AlreadyRewritten);
+    if !renewing && cp.has_runtime_name && cp.find_class(probes::RUNTIME_CLASS.as_bytes()).is_some() {
+        // Lucce's rewrite, transformed by another agent: its probes off, rewritten again.
         bufs.pool = cp.into_buffers();
         bufs.methods = methods;
         BUFFERS.with(|b| b.set(Some(bufs)));
-        return Ok(Probed::Already(output, stats));
+        return match unprobe::unprobe(class_bytes) {
+            Some(clean) => rewrite_with(&clean, registry, output, true).map(|(out, s)| (out, ClassStats { probes_renewed: true, ..s })),
+            None => Ok((None, ClassStats { unchanged_reason: Some(SkipReason::AlreadyRewritten), ..stats })),
+        };
     }
     let source = source_file.and_then(|i| cp.utf8(i)).map(mutf8);
     let cx = method::ClassCtx {
@@ -466,7 +452,7 @@ fn rewrite_probed<O, F: FnOnce(&[&[u8]]) -> O>(
     bufs.methods = methods;
     bufs.app = pool.app.bytes;
     BUFFERS.with(|b| b.set(Some(bufs)));
-    Ok(Probed::Done((out?, stats)))
+    Ok((out?, stats))
 }
 
 /// The rewritten class passed through `output` (None when no method was rewritten or the pool

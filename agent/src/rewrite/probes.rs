@@ -156,23 +156,35 @@ impl EntryProbe {
     }
 }
 
-const ICONST_0: u8 = 0x03;
+pub(crate) const ICONST_0: u8 = 0x03;
 const ICONST_5: u8 = 0x08;
 const BIPUSH: u8 = 0x10;
 const SIPUSH: u8 = 0x11;
 const LDC: u8 = 0x12;
 const LDC_W: u8 = 0x13;
 pub(crate) const INVOKESTATIC: u8 = 0xB8;
-const LLOAD: u8 = 0x16;
-const LLOAD_0: u8 = 0x1E;
+pub(crate) const LLOAD: u8 = 0x16;
+pub(crate) const LLOAD_0: u8 = 0x1E;
 const LSTORE: u8 = 0x37;
 const LSTORE_0: u8 = 0x3F;
 const ISTORE: u8 = 0x36;
 const ISTORE_0: u8 = 0x3B;
 const WIDE: u8 = 0xC4;
-const ALOAD: u8 = 0x19;
-const ILOAD: u8 = 0x15;
-const ASTORE: u8 = 0x3A;
+pub(crate) const ALOAD: u8 = 0x19;
+pub(crate) const ALOAD_0: u8 = 0x2A;
+pub(crate) const ILOAD: u8 = 0x15;
+pub(crate) const ILOAD_0: u8 = 0x1A;
+pub(crate) const ASTORE: u8 = 0x3A;
+pub(crate) const ASTORE_0: u8 = 0x4B;
+
+/// Whether the instruction at `at` is the local-variable instruction `op` (its one-byte forms
+/// from `op_0`, its byte form, or `wide`), any slot: what `local_insn` writes, read back.
+pub(crate) fn is_local_insn(code: &[u8], at: usize, op_0: u8, op: u8) -> bool {
+    match code.get(at) {
+        Some(&o) => o == op || (op_0..=op_0 + 3).contains(&o) || (o == WIDE && code.get(at + 1) == Some(&op)),
+        None => false,
+    }
+}
 
 impl IntPush {
     /// The longest push; used to size methods before ids are known.

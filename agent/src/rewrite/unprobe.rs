@@ -12,33 +12,11 @@
 //! values nobody reads. The rewrite then puts in fresh probes, with new ids, around everything.
 
 use super::classfile::{ClassFile, ConstPool};
-use super::code::{insn_len, switch_pad};
-use super::probes::{RuntimeMethod, RUNTIME_CLASS};
+use super::code::any_insn_len;
+use super::probes::{is_local_insn, IntPush, RuntimeMethod, ALOAD, ALOAD_0, ASTORE, ASTORE_0, ICONST_0, ILOAD, ILOAD_0, INVOKESTATIC, LLOAD, LLOAD_0, RUNTIME_CLASS};
 
 const NOP: u8 = 0x00;
-const ICONST_0: u8 = 0x03;
-const ICONST_5: u8 = 0x08;
 const LCONST_0: u8 = 0x09;
-const BIPUSH: u8 = 0x10;
-const SIPUSH: u8 = 0x11;
-const LDC: u8 = 0x12;
-const LDC_W: u8 = 0x13;
-const ILOAD: u8 = 0x15;
-const LLOAD: u8 = 0x16;
-const ALOAD: u8 = 0x19;
-const ILOAD_0: u8 = 0x1A;
-const LLOAD_0: u8 = 0x1E;
-const LLOAD_3: u8 = 0x21;
-const ALOAD_0: u8 = 0x2A;
-const ILOAD_3: u8 = 0x1D;
-const ALOAD_3: u8 = 0x2D;
-const ASTORE: u8 = 0x3A;
-const ASTORE_0: u8 = 0x4B;
-const ASTORE_3: u8 = 0x4E;
-const TABLESWITCH: u8 = 0xAA;
-const LOOKUPSWITCH: u8 = 0xAB;
-const INVOKESTATIC: u8 = 0xB8;
-const WIDE: u8 = 0xC4;
 
 /// The hidden-class hook's runtime method (`probes::DEFINE_HOOK`), which is not a `RuntimeMethod`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,44 +70,46 @@ fn runtime_calls(cp: &ConstPool<'_>) -> Vec<(u16, Called)> {
 /// Turns off the probes of one method's code in place; whether there was one. None when an
 /// instruction does not decode or a call of the runtime class is not inside a probe's shape.
 fn unprobe_code(code: &mut [u8], calls: &[(u16, Called)]) -> Option<bool> {
-    // The instructions so far, as (offset, length).
-    let mut insns: Vec<(usize, usize)> = Vec::new();
+    // Where the instructions so far start.
+    let mut starts: Vec<usize> = Vec::new();
     let mut patches: Vec<(usize, usize, u8)> = Vec::new();
     let mut off = 0;
     while off < code.len() {
-        let len = insn_length(code, off)?;
+        let len = any_insn_len(code, off)?;
         if code[off] == INVOKESTATIC {
             let index = u16::from_be_bytes([*code.get(off + 1)?, *code.get(off + 2)?]);
             if let Some(&(_, called)) = calls.iter().find(|(i, _)| *i == index) {
-                let before = |n: usize| insns.len().checked_sub(n).map(|i| insns[i]);
-                let op_before = |n: usize| before(n).map(|(o, _)| code[o]);
+                let before = |n: usize| starts.len().checked_sub(n).map(|i| starts[i]);
+                let push = |at: usize| IntPush::read(&code[at..]).is_some();
                 let end = off + len;
                 // (first byte of the probe, the byte it starts with now: the rest become nops)
                 let (from, first) = match called {
                     // push id; invokestatic enter|leaf  (then lstore CTX | istore MARK, kept)
                     Called::Probe(m @ (RuntimeMethod::Enter | RuntimeMethod::Leaf)) => {
-                        let (at, _) = before(1).filter(|&(o, _)| is_int_push(code[o]))?;
+                        let at = before(1).filter(|&at| push(at))?;
                         (at, if m == RuntimeMethod::Enter { LCONST_0 } else { ICONST_0 })
                     }
                     // invokestatic version  (then lstore VER, kept)
                     Called::Probe(RuntimeMethod::Version) => (off, LCONST_0),
                     // push site; lload CTX; lload VER; invokestatic call|alloc
                     Called::Probe(RuntimeMethod::Call | RuntimeMethod::Alloc) => {
-                        let ok = is_int_push(op_before(3)?) && is_lload(code, before(2)?) && is_lload(code, before(1)?);
-                        (before(3).filter(|_| ok)?.0, NOP)
+                        let (p, c, v) = (before(3)?, before(2)?, before(1)?);
+                        let ok = push(p) && is_local_insn(code, c, LLOAD_0, LLOAD) && is_local_insn(code, v, LLOAD_0, LLOAD);
+                        (Some(p).filter(|_| ok)?, NOP)
                     }
                     // aload BYTES; iload FLAGS; invokestatic hidden; astore BYTES
                     Called::Hidden => {
-                        let ok = is_load(code, before(2)?, ALOAD, ALOAD_0, ALOAD_3) && is_load(code, before(1)?, ILOAD, ILOAD_0, ILOAD_3);
-                        let store = insn_length(code, end).filter(|_| is_load(code, (end, 0), ASTORE, ASTORE_0, ASTORE_3))?;
+                        let (b, f) = (before(2)?, before(1)?);
+                        let ok = is_local_insn(code, b, ALOAD_0, ALOAD) && is_local_insn(code, f, ILOAD_0, ILOAD);
+                        let store = any_insn_len(code, end).filter(|_| ok && is_local_insn(code, end, ASTORE_0, ASTORE))?;
                         patches.push((end, end + store, NOP));
-                        (before(2).filter(|_| ok)?.0, NOP)
+                        (b, NOP)
                     }
                 };
                 patches.push((from, end, first));
             }
         }
-        insns.push((off, len));
+        starts.push(off);
         off += len;
     }
     for &(from, to, first) in &patches {
@@ -139,63 +119,14 @@ fn unprobe_code(code: &mut [u8], calls: &[(u16, Called)]) -> Option<bool> {
     Some(!patches.is_empty())
 }
 
-/// Length of the instruction at `off`, switches included.
-fn insn_length(code: &[u8], off: usize) -> Option<usize> {
-    let op = *code.get(off)?;
-    if op != TABLESWITCH && op != LOOKUPSWITCH {
-        return insn_len(code, off);
-    }
-    let operands = off + 1 + switch_pad(off as u32) as usize;
-    let word = |i: usize| code.get(operands + 4 * i..operands + 4 * i + 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-    let entries = if op == TABLESWITCH {
-        let (low, high) = (word(1)?, word(2)?);
-        3 + usize::try_from(i64::from(high) - i64::from(low) + 1).ok()?
-    } else {
-        2 + 2 * usize::try_from(word(1)?).ok()?
-    };
-    let len = operands - off + 4 * entries;
-    (off + len <= code.len()).then_some(len)
-}
-
-fn is_int_push(op: u8) -> bool {
-    matches!(op, ICONST_0..=ICONST_5 | BIPUSH | SIPUSH | LDC | LDC_W)
-}
-
-fn is_lload(code: &[u8], at: (usize, usize)) -> bool {
-    is_load(code, at, LLOAD, LLOAD_0, LLOAD_3)
-}
-
-/// Whether the instruction at `at.0` is the load (or store) `op`, in any of its forms.
-fn is_load(code: &[u8], (at, _): (usize, usize), op: u8, short_first: u8, short_last: u8) -> bool {
-    match code.get(at) {
-        Some(&o) if o == op || (short_first..=short_last).contains(&o) => true,
-        Some(&WIDE) => code.get(at + 1) == Some(&op),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn switch_lengths_at_every_alignment() {
-        for pad in 0..4usize {
-            // nops, then a tableswitch of low 1, high 2 (two targets), then a lookupswitch of one pair.
-            let mut code = vec![NOP; pad];
-            let at = code.len();
-            code.push(TABLESWITCH);
-            code.extend(std::iter::repeat_n(0, switch_pad(at as u32) as usize));
-            code.extend([0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]);
-            let next = code.len();
-            code.push(LOOKUPSWITCH);
-            code.extend(std::iter::repeat_n(0, switch_pad(next as u32) as usize));
-            code.extend([0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0]);
-            assert_eq!(insn_length(&code, at), Some(next - at), "tableswitch at {at}");
-            assert_eq!(insn_length(&code, next), Some(code.len() - next), "lookupswitch at {next}");
-            assert_eq!(insn_length(&code[..code.len() - 1], next), None, "cut short");
-        }
-    }
+    const BIPUSH: u8 = 0x10;
+    const SIPUSH: u8 = 0x11;
+    const LDC: u8 = 0x12;
+    const WIDE: u8 = 0xC4;
 
     #[test]
     fn probes_become_calls_of_nothing() {
