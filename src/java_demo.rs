@@ -37,7 +37,7 @@ fn agent_library() -> anyhow::Result<PathBuf> {
         return Ok(p);
     }
     let Some(cargo) = std::env::var_os("CARGO") else { return crate::record::find_agent(None) };
-    eprintln!("building the agent library (cargo build --release -p lucce-agent) ...");
+    say!("building the agent library (cargo build --release -p lucce-agent) ...");
     let exe = std::env::current_exe()?;
     let target = exe.parent().and_then(Path::parent).context("target directory")?;
     let status = Command::new(cargo)

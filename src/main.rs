@@ -8,6 +8,7 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use lucce::demo::{self, DemoOptions};
+use lucce::say;
 use lucce::open::open_store;
 use lucce::render::{DecodedEvent, JavaText, JsonLines, Named, Outputter};
 use lucce::verify::verify_store;
@@ -94,7 +95,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("lucce: {e:#}");
+            say!("lucce: {e:#}");
             ExitCode::from(2)
         }
     }
@@ -218,7 +219,7 @@ fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) ->
     if o.store.commit().events == 0 {
         // Not an error (the graph is still there for `lucce decode`), but an empty output alone
         // would leave the user guessing.
-        eprintln!(
+        say!(
             "lucce: note: {} has no events: the program made no lucce.Lucce.mark call and no method entry was sampled (with the agent option sample=N, every Nth entry of a thread is an event)",
             path.display()
         );
@@ -346,7 +347,7 @@ fn cmd_verify(path: &Path, show: usize) -> anyhow::Result<ExitCode> {
         report.mismatches.len()
     );
     if report.checked == 0 {
-        eprintln!("lucce: note: no event in {} carries a runtime stack (record with verify=N)", path.display());
+        say!("lucce: note: no event in {} carries a runtime stack (record with verify=N)", path.display());
     }
     Ok(if report.mismatches.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

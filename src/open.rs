@@ -27,7 +27,7 @@ pub fn open_store(path: &Path) -> anyhow::Result<OpenedStore> {
     let store = StoreReader::open(path)?;
     let tail = store.tail()?;
     if !tail.is_empty() {
-        eprintln!(
+        say!(
             "lucce: note: {} was not closed cleanly; ignoring its unflushed tail ({} graph events, {} events{})",
             path.display(),
             tail.graph,
@@ -37,7 +37,7 @@ pub fn open_store(path: &Path) -> anyhow::Result<OpenedStore> {
     } else if !store.commit().clean {
         // The database keeps what came before a damaged spot of its files and drops the rest, so
         // damage after a clean close reads like a kill too.
-        eprintln!(
+        say!(
             "lucce: note: {} was not closed cleanly (the recording process was killed, or the files were damaged after it); everything committed before that is here",
             path.display()
         );

@@ -67,7 +67,7 @@ fn class_cache(a: &RecordArgs) -> Option<PathBuf> {
         .or_else(|| env("HOME").map(|d| d.join(".cache/lucce/classes")))?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     if dir.to_string_lossy().contains([' ', ',', '=']) {
-        eprintln!("lucce: not using the class cache {}: a space, ',' or '=' cannot pass through JAVA_TOOL_OPTIONS", dir.display());
+        say!("lucce: not using the class cache {}: a space, ',' or '=' cannot pass through JAVA_TOOL_OPTIONS", dir.display());
         return None;
     }
     Some(dir)
@@ -123,7 +123,7 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot run {:?}", a.command[0]))?;
     let stores: Vec<PathBuf> = lucce_log_format::stores_below(&out).into_iter().filter(|s| !earlier.contains(s)).collect();
     if !earlier.is_empty() {
-        eprintln!("lucce: {} store(s) of earlier runs in {} left as they were", earlier.len(), out.display());
+        say!("lucce: {} store(s) of earlier runs in {} left as they were", earlier.len(), out.display());
     }
     let code = status.code().unwrap_or_else(|| {
         use std::os::unix::process::ExitStatusExt;
@@ -131,18 +131,18 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
     });
     match stores.as_slice() {
         [] => {
-            eprintln!(
+            say!(
                 "lucce: no JVM recorded anything into {}: the command started no JVM, or the agent refused its options (its message, if any, is above)",
                 out.display()
             );
             // Nothing was recorded: not a success, whatever the command's own status.
             return Ok(ExitCode::from(code.clamp(1, 255) as u8));
         }
-        [one] => eprintln!("lucce: store {} (try `lucce events {}`)", one.display(), one.display()),
+        [one] => say!("lucce: store {} (try `lucce events {}`)", one.display(), one.display()),
         many => {
-            eprintln!("lucce: {} JVMs recorded, one store each:", many.len());
+            say!("lucce: {} JVMs recorded, one store each:", many.len());
             for s in many {
-                eprintln!("  {}", s.display());
+                say!("  {}", s.display());
             }
         }
     }

@@ -796,6 +796,31 @@ fn lucce_record_and_its_class_cache() {
     assert!(o.stderr.contains("no JVM recorded anything"), "{}", o.stderr);
 }
 
+/// `lucce record … 2>&1 | head -1`: lucce's own lines meet a closed stderr. They are lost, but
+/// the exit status stays the program's and the store is complete (a panic gave 101).
+#[test]
+fn lucce_record_with_its_stderr_closed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("r");
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let mut cmd = Command::new(lucce_bin());
+    no_java_options(&mut cmd);
+    cmd.env("LUCCE_AGENT", agent_lib()).arg("record").arg("--out").arg(&out).arg("--no-class-cache");
+    // The JVM's own "Picked up JAVA_TOOL_OPTIONS" line would kill it with SIGPIPE before it
+    // installs its handlers; ignored, it stays ignored across exec, as in a shell that set it.
+    let java = format!("trap '' PIPE; exec {} -cp {} LiveLoader", tool("java").display(), classes().display());
+    cmd.args(["--agent-opts", "verify=1", "--", "sh", "-c", &java]);
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(writer);
+    let mut child = jvm_support::KillOnDrop(cmd.spawn().expect("spawn lucce record"));
+    let status = child.0.wait().expect("wait for lucce record");
+    assert_eq!(status.code(), Some(0), "lucce record with a closed stderr");
+    let stores = lucce_log_format::stores_below(&out);
+    assert_eq!(stores.len(), 1, "stores {stores:?}");
+    let v = verify("lucce record with a closed stderr", &stores[0]);
+    assert!(v.events > 5 && v.verified == v.events, "{} events, {} verified", v.events, v.verified);
+}
+
 #[test]
 fn custom_class_loader_with_method_ids_past_sipush() {
     Scenario::new("LiveLoaderHighIds")
