@@ -8,9 +8,9 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use lucce::demo::{self, DemoOptions};
-use lucce::say;
 use lucce::open::open_store;
 use lucce::render::{DecodedEvent, JavaText, JsonLines, Named, Outputter};
+use lucce::say;
 use lucce::verify::verify_store;
 use lucce_decoder::ContextDecoder;
 
