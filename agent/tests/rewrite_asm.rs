@@ -409,10 +409,10 @@ fn old_class_files_with_jsr_ret_verify_and_run() {
     }
 }
 
-/// Class `Dup`: line tables with several entries at one start_pc (Clojure's compiler writes
-/// them), at the method's first instruction, at an invoke and at a plain instruction, in
-/// interleaved table order. `where` prints its caller's line, as the JVM gives it.
-fn dup_lines_class() -> Vec<u8> {
+/// Class `name` whose `main` has the line table `lines` (in table order) over
+/// `0: where; 3: where; 6: iconst_0; 7: pop; 8: where; 11: return`. `where` prints its caller's
+/// line, as the JVM gives it.
+fn where_lines_class(name: &str, lines: Vec<(u16, u16)>) -> Vec<u8> {
     let mut a = Asm::default();
     let out = a.field("java/lang/System", "out", "Ljava/io/PrintStream;");
     let println = a.method("java/io/PrintStream", "println", "(I)V");
@@ -420,7 +420,7 @@ fn dup_lines_class() -> Vec<u8> {
     let init = a.method("java/lang/Throwable", "<init>", "()V");
     let trace = a.method("java/lang/Throwable", "getStackTrace", "()[Ljava/lang/StackTraceElement;");
     let line = a.method("java/lang/StackTraceElement", "getLineNumber", "()I");
-    let w = a.method("Dup", "where", "()V");
+    let w = a.method(name, "where", "()V");
     let [w0, w1] = u2(w);
     let ms = vec![
         M {
@@ -429,10 +429,9 @@ fn dup_lines_class() -> Vec<u8> {
             desc: "([Ljava/lang/String;)V",
             max_stack: 1,
             max_locals: 1,
-            // 0: where; 3: where; 6: iconst_0; 7: pop; 8: where; 11: return.
             code: vec![0xB8, w0, w1, 0xB8, w0, w1, 0x03, 0x57, 0xB8, w0, w1, 0xB1],
             exc: vec![],
-            lines: vec![(0, 10), (3, 30), (0, 20), (3, 40), (6, 50), (6, 60)],
+            lines,
         },
         M {
             access: 9,
@@ -460,33 +459,56 @@ fn dup_lines_class() -> Vec<u8> {
             lines: vec![(0, 100)],
         },
     ];
-    a.build(49, "Dup", ms)
+    a.build(49, name, ms)
 }
 
-/// Several line entries at one start_pc: HotSpot gives an instruction there the first in table
-/// order, and one after it (up to the next start_pc) the last. The rewritten class must give the
-/// lines the original gives, though probes now come before the first instruction and the
-/// invoke (moved to the probe's start, the entries gave the instruction after it the group's
-/// last line: 20 and 40 here); and the sites' lines in the registry are those lines.
-#[test]
-fn duplicate_line_entries_keep_the_jvms_lines() {
+/// Rewrites the class `name` (both ways), checks the sites' lines of its `main` in the registry
+/// against `sites` ((bci, line)) and that it prints `expected`, as the original does.
+fn assert_lines_kept(name: &str, class: Vec<u8>, sites: &[(u32, i32)], expected: &str) {
     for general in [false, true] {
         let tmp = tempfile::tempdir().unwrap();
         let stub = stub_runtime(tmp.path());
         let (orig, new) = (tmp.path().join("orig"), tmp.path().join("new"));
         std::fs::create_dir_all(&orig).unwrap();
-        std::fs::write(orig.join("Dup.class"), dup_lines_class()).unwrap();
+        std::fs::write(orig.join(format!("{name}.class")), &class).unwrap();
         let mut reg = Recorder { general, ..Recorder::default() };
         let stats = rewrite_tree(&orig, &new, &mut reg);
         assert_eq!(stats[0].methods_rewritten, 2);
         let main_id = reg.methods.iter().position(|m| m.1 == "main").unwrap() as u32;
         let lines: Vec<_> = reg.sites.iter().filter(|s| s.0 == main_id).map(|s| (s.2, s.3)).collect();
-        assert_eq!(lines, [(0, 10), (3, 30), (8, 60)], "general: {general}");
-        let (o, _) = run_java(&[&orig, &stub], "Dup");
-        let (n, e) = run_java(&[&new, &stub], "Dup");
-        assert_eq!(o, "10\n30\n60\n");
+        assert_eq!(lines, sites, "general: {general}");
+        let (o, _) = run_java(&[&orig, &stub], name);
+        let (n, e) = run_java(&[&new, &stub], name);
+        assert_eq!(o, expected);
         assert_eq!(o, n, "general: {general}; {e}");
     }
+}
+
+/// Several line entries at one start_pc (Clojure's compiler writes them), at the method's first
+/// instruction, at an invoke and at a plain instruction, in interleaved table order: HotSpot
+/// gives an instruction there the first in table order, and one after it (up to the next
+/// start_pc) the last. The rewritten class must give the lines the original gives, though probes
+/// now come before the first instruction and the invoke (moved to the probe's start, the entries
+/// gave the instruction after it the group's last line: 20 and 40 here); and the sites' lines in
+/// the registry are those lines.
+#[test]
+fn duplicate_line_entries_keep_the_jvms_lines() {
+    let lines = vec![(0, 10), (3, 30), (0, 20), (3, 40), (6, 50), (6, 60)];
+    assert_lines_kept("Dup", where_lines_class("Dup", lines), &[(0, 10), (3, 30), (8, 60)], "10\n30\n60\n");
+}
+
+/// A table that starts with (pc 0, line 0), as JRuby's generated constructors do: HotSpot drops
+/// those entries (it stores deltas from (0, 0) and skips a zero one), so an instruction before
+/// the next entry has line -1, and an entry group at pc 0 gives the first line after them. The
+/// sites must say so too, and the rewritten table must keep them droppable: moved past the entry
+/// probe with the rest of their group, they gave line 0 (found on JRuby: 28 mismatches).
+#[test]
+fn leading_zero_line_entries_are_the_jvms_minus_one() {
+    let lines = vec![(0, 0), (0, 0), (3, 30)];
+    assert_lines_kept("Zero", where_lines_class("Zero", lines), &[(0, -1), (3, 30), (8, 30)], "-1\n30\n30\n");
+    // Only leading ones are lost: a later (0, 0) is a delta like any other.
+    let lines = vec![(0, 0), (0, 20), (0, 25), (8, 0), (6, 0), (0, 0)];
+    assert_lines_kept("ZeroGroup", where_lines_class("ZeroGroup", lines), &[(0, 20), (3, 0), (8, 0)], "20\n0\n0\n");
 }
 
 /// xorshift64*: deterministic randomness without a dependency.

@@ -275,8 +275,8 @@ fn parse_code_attr<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, pool: &PoolE
     Ok(CodeAttr { info, max_stack, max_locals, code, nexc, exc_start, smt_name, has_lnt })
 }
 
-/// Reads the line table (for the sites' lines, into `s.lines`, stably sorted by start_pc) and
-/// checks the line and local-variable tables against the code's length.
+/// Reads the line table as HotSpot keeps it (for the sites' lines, into `s.lines`, stably sorted
+/// by start_pc) and checks the line and local-variable tables against the code's length.
 fn read_tables(c: &CodeAttr<'_>, s: &mut Scratch<'_>) -> Result<(), SkipReason> {
     let code_len = c.code.len();
     s.lines.clear();
@@ -311,6 +311,11 @@ fn read_tables(c: &CodeAttr<'_>, s: &mut Scratch<'_>) -> Result<(), SkipReason> 
             _ => {}
         }
     }
+    // HotSpot keeps the table as deltas from (pc 0, line 0) and skips a zero delta
+    // (`CompressedLineNumberWriteStream::write_pair`): leading (0, 0) entries are lost, and the
+    // JVM prints -1 before the next entry (JRuby's constructors start so).
+    let lost = s.lines.iter().take_while(|&&e| e == (0, 0)).count();
+    s.lines.drain(..lost);
     s.lines.sort_by_key(|&(pc, _)| pc); // stable: keeps table order among equal start_pc
     Ok(())
 }
@@ -628,6 +633,9 @@ fn write_tables<'a>(
     let mut smt_written = false;
     let split = split_line_groups(c.code, map, lines)?;
     let mut lnt_written = false;
+    // Whether the entries so far are all (0, 0): those stay so, for HotSpot to drop them again
+    // (see `read_tables`), also when `split` moves their start_pc's other entries.
+    let mut leading_zeros = true;
     for (whole, i, k) in sub.iter() {
         let t = info.get(i.clone()).ok_or(trunc)?;
         let head = info.get(whole.start..whole.start + 2).ok_or(trunc)?;
@@ -650,6 +658,10 @@ fn write_tables<'a>(
                 out.extend_from_slice(info.get(whole.clone()).ok_or(trunc)?);
                 for e in out[start + 8..].chunks_exact_mut(4) {
                     let pc = get_u16(e, 0);
+                    leading_zeros &= pc == 0 && get_u16(e, 2) == 0;
+                    if leading_zeros {
+                        continue;
+                    }
                     if let Some(sp) = split.iter().find(|sp| sp.pc == pc) {
                         set_u16(e, 0, sp.insn);
                     } else if pc != 0 {
