@@ -3,6 +3,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
@@ -127,15 +128,45 @@ fn unix_time() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// A progress bar on stderr when it is a terminal; hidden otherwise.
-fn progress(len: u64, what: &str) -> ProgressBar {
-    if !io::stderr().is_terminal() {
-        return ProgressBar::hidden();
+/// Progress of a pass over a store's events, on stderr: a bar on a terminal; otherwise a line
+/// every 10 s, so that a log (or `lucce verify STORE 2>log`) shows that long work goes on.
+enum Progress {
+    Bar(ProgressBar),
+    Lines { what: &'static str, len: u64, done: u64, last: Instant },
+}
+
+impl Progress {
+    const EVERY: Duration = Duration::from_secs(10);
+
+    fn new(len: u64, what: &'static str) -> Progress {
+        if !io::stderr().is_terminal() {
+            return Progress::Lines { what, len, done: 0, last: Instant::now() };
+        }
+        let pb = ProgressBar::new(len);
+        pb.set_style(ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})").expect("valid template"));
+        pb.set_message(what);
+        Progress::Bar(pb)
     }
-    let pb = ProgressBar::new(len);
-    pb.set_style(ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})").expect("valid template"));
-    pb.set_message(what.to_string());
-    pb
+
+    fn inc(&mut self) {
+        match self {
+            Progress::Bar(pb) => pb.inc(1),
+            Progress::Lines { what, len, done, last } => {
+                *done += 1;
+                // The clock is read once per 4096 events.
+                if *done % 4096 == 0 && last.elapsed() >= Self::EVERY {
+                    say!("lucce: {what}: {done} of {len} events ({:.0}%)", *done as f64 * 100.0 / (*len).max(1) as f64);
+                    *last = Instant::now();
+                }
+            }
+        }
+    }
+
+    fn finish(self) {
+        if let Progress::Bar(pb) = self {
+            pb.finish_and_clear();
+        }
+    }
 }
 
 fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
@@ -150,10 +181,10 @@ fn cmd_demo(opts: &DemoOptions, show: usize) -> anyhow::Result<ExitCode> {
     );
     println!("store: {} ({} bytes on disk)", opts.out.display(), rep.writer.bytes_on_disk);
     let o = open_store(&opts.out)?;
-    let pb = progress(o.store.commit().events, "decoding");
-    let start = std::time::Instant::now();
-    let report = verify_store(&o.store, &o.graph, |_| pb.inc(1))?;
-    pb.finish_and_clear();
+    let mut progress = Progress::new(o.store.commit().events, "decoding");
+    let start = Instant::now();
+    let report = verify_store(&o.store, &o.graph, |_| progress.inc())?;
+    progress.finish();
     println!(
         "decoded all {} events in {:.2?}; {} carry their true stack: {} exact, {} wrong",
         report.events,
@@ -227,7 +258,7 @@ fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) ->
     let mut dec = ContextDecoder::new(&o.graph);
     let mut fmt: Box<dyn Outputter> = if json { Box::new(JsonLines) } else { Box::new(JavaText { max_frames }) };
     let end = limit.unwrap_or(u64::MAX);
-    let pb = progress(o.store.commit().events.min(end), "decoding");
+    let mut progress = Progress::new(o.store.commit().events.min(end), "decoding");
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     for item in o.store.events_range(0..end) {
@@ -240,9 +271,9 @@ fn cmd_events(path: &Path, json: bool, limit: Option<u64>, max_frames: usize) ->
             }
             return Err(e.into());
         }
-        pb.inc(1);
+        progress.inc();
     }
-    pb.finish_and_clear();
+    progress.finish();
     out.flush().or_else(|e| if e.kind() == io::ErrorKind::BrokenPipe { Ok(()) } else { Err(e) })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -320,9 +351,9 @@ fn cmd_stats(path: &Path) -> anyhow::Result<ExitCode> {
 
 fn cmd_verify(path: &Path, show: usize) -> anyhow::Result<ExitCode> {
     let o = open_store(path)?;
-    let pb = progress(o.store.commit().events, "verifying");
-    let report = verify_store(&o.store, &o.graph, |_| pb.inc(1))?;
-    pb.finish_and_clear();
+    let mut progress = Progress::new(o.store.commit().events, "verifying");
+    let report = verify_store(&o.store, &o.graph, |_| progress.inc())?;
+    progress.finish();
     for m in report.mismatches.iter().take(show) {
         println!("MISMATCH event #{}", m.seq);
         println!("  expected (runtime):");
