@@ -509,6 +509,23 @@ fn deep_recursion_through_several_sites() {
     assert!(deepest > 12_345, "Throwable showed at most {deepest} frames: the deep marks were not compared in full");
 }
 
+/// At the end of a thread's stack the Java helper that takes an event's JVM trace overflows: the
+/// event is stored without it (never a made-up one), the StackOverflowError stays the agent's
+/// (the program's own comes where it would), and the log counts every such event.
+#[test]
+fn events_at_the_end_of_the_stack() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (store, log) = (tmp.path().join("store"), tmp.path().join("agent.log"));
+    let opts = format!("out={},sample=1,verify=1,include=LiveOverflow,summary=off,loglevel=info,log={}", store.display(), log.display());
+    let out = run_java("LiveOverflow", &opts, &[]);
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), "overflowed true\nafter 3\n"), "{}\n{log_text}", out.stderr);
+    let v = verify("LiveOverflow", &store);
+    let untraced = logged_count(&log_text, "events without their JVM trace (its helper threw, e.g. out of stack, or was not there yet)");
+    assert!(untraced > 0, "no event near the end of the stack lost its trace: the test does not reach it\n{log_text}");
+    assert_eq!(v.events - v.verified, untraced, "{log_text}");
+}
+
 #[test]
 fn exceptions_catch_rethrow_finally() {
     Scenario::new("LiveExceptions")

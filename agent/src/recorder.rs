@@ -154,6 +154,9 @@ pub struct RecorderStats {
     pub unreadable: AtomicU64,
     pub errors: AtomicU64,
     pub tokens: AtomicU64,
+    /// Events due a JVM trace (`verify=N`) stored without one: its Java helper threw (a
+    /// StackOverflowError at the end of the thread's stack) or was not there yet.
+    pub untraced: AtomicU64,
 }
 
 type EventBuffer = Arc<Mutex<Vec<EventRecord>>>;
@@ -1351,7 +1354,13 @@ impl Recorder {
             t.events.set(n);
             n
         });
-        let truth = (self.verify != 0 && n.is_multiple_of(self.verify)).then(|| self.truth(env)).flatten();
+        let truth = if self.verify != 0 && n.is_multiple_of(self.verify) {
+            let t = self.truth(env);
+            self.stats.untraced.fetch_add(t.is_none() as u64, Ordering::Relaxed);
+            t
+        } else {
+            None
+        };
         let e = EventRecord { thread, kind, site, c: ctx.c, v: ctx.v, label, truth };
         self.stats.events.fetch_add(1, Ordering::Relaxed);
         TLS.with(|t| {

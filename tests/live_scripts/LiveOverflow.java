@@ -1,0 +1,30 @@
+/**
+ * Recursion on a thread with a small stack until StackOverflowError, caught. Near the end of the
+ * stack the agent's Java helper that takes the JVM's trace of an event (verify=N) overflows too:
+ * such events are stored without that trace, and counted.
+ */
+public class LiveOverflow {
+    static int depth;
+
+    static int down(int n) {
+        depth = n;
+        return down(n + 1) + 1;
+    }
+
+    public static void main(String[] args) throws Exception {
+        Thread t = new Thread(null, () -> {
+            try {
+                down(0);
+            } catch (StackOverflowError e) {
+                System.out.println("overflowed " + (depth > 100));
+            }
+        }, "small", 256 << 10);
+        t.start();
+        t.join();
+        System.out.println("after " + down2(3));
+    }
+
+    static int down2(int n) {
+        return n == 0 ? 0 : down2(n - 1) + 1;
+    }
+}
