@@ -1,7 +1,8 @@
 /**
  * Recursion on a thread with a small stack until StackOverflowError, caught. Near the end of the
  * stack the agent's Java helper that takes the JVM's trace of an event (verify=N) overflows too:
- * such events are stored without that trace, and counted.
+ * such events are stored without that trace, and counted. Deeper than 1024 frames, the JVM's
+ * traces are cut (MaxJavaStackTraceDepth), which the helper flags.
  */
 public class LiveOverflow {
     static int depth;
@@ -16,9 +17,9 @@ public class LiveOverflow {
             try {
                 down(0);
             } catch (StackOverflowError e) {
-                System.out.println("overflowed " + (depth > 100));
+                System.out.println("overflowed " + (depth > 1100));
             }
-        }, "small", 256 << 10);
+        }, "small", 512 << 10);
         t.start();
         t.join();
         System.out.println("after " + down2(3));
