@@ -245,7 +245,8 @@ pub fn run_flame(a: &FlameArgs) -> anyhow::Result<ExitCode> {
     let name = a.title.clone().unwrap_or_else(|| a.store.display().to_string());
     let r = match a.format {
         FlameFormat::Svg => {
-            let unit = if o.kinds == KindSet::of(&[EventKind::Sample]) { "calls" } else { "events" };
+            // Sampled entries are calls only with sample=1, which the store does not record.
+            let unit = if o.kinds == KindSet::of(&[EventKind::Sample]) { "samples" } else { "events" };
             write_svg(&mut out, &cct, &labeler, &SvgOptions { title: name, width: a.width.max(100), min_width: a.min_width.max(0.0), unit: unit.into() })
         }
         FlameFormat::Collapsed => write_collapsed(&mut out, &cct, &labeler),
