@@ -820,7 +820,7 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace (its helper threw, e.g. out of stack, or was not there yet), {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace, {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,

@@ -1356,7 +1356,9 @@ impl Recorder {
         });
         let truth = if self.verify != 0 && n.is_multiple_of(self.verify) {
             let t = self.truth(env);
-            self.stats.untraced.fetch_add(t.is_none() as u64, Ordering::Relaxed);
+            if t.is_none() {
+                self.stats.untraced.fetch_add(1, Ordering::Relaxed);
+            }
             t
         } else {
             None
