@@ -405,6 +405,26 @@ fn excluded_classes_are_left_out_of_verified_stacks() {
     assert!(v.verified >= THREAD_MARKS.len() as u64, "{} verified", v.verified);
 }
 
+/// Calls from an excluded class into instrumented code walk to the frame below it, and take that
+/// frame's context from the thread's walk memo after the first read: exact through callers that
+/// differ only below that frame, and from two lines of it (the program says how).
+#[test]
+fn calls_from_excluded_code_take_remembered_contexts() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (store, log) = (tmp.path().join("store"), tmp.path().join("agent.log"));
+    let opts = format!("out={},verify=1,exclude=LiveExcludedBridge,summary=off,loglevel=info,log={}", store.display(), log.display());
+    let out = run_java("LiveExcluded", &opts, &[]);
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!((out.code, out.stdout.lines().last()), (Some(0), Some("n 3200")), "{}\n{log_text}", out.stderr);
+    let marks = parse_heres(&out.stdout).len() as u64;
+    let v = verify("LiveExcluded", &store);
+    assert_eq!((v.events, v.verified), (marks, marks), "every mark, verified");
+    // 800 rounds of 4 bridge frames that each walk once; the memo answers all but the first walk
+    // of each stack below `f` (a handful).
+    let hits = logged_count(&log_text, "walks answered by the memo");
+    assert!(hits >= 3100, "{hits} walks answered by the memo:\n{log_text}");
+}
+
 /// A walk that reaches a thread's first frame reads the stack 16 frames at a time; with exactly
 /// a multiple of 16 frames, the JVM refused the read past the last one, and the walk ended
 /// truncated instead of at the thread's root (here at two of the 41 depths).

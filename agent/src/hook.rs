@@ -820,7 +820,7 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace, {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} walks answered by the memo, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace, {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
@@ -832,6 +832,7 @@ impl Agent {
                 e.stays,
                 e.links,
                 s.walks.load(Ordering::Relaxed),
+                s.memo_hits.load(Ordering::Relaxed),
                 s.location_sites.load(Ordering::Relaxed),
                 s.truncated.load(Ordering::Relaxed),
                 s.unreadable.load(Ordering::Relaxed),

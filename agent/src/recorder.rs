@@ -136,6 +136,44 @@ const REPLACEMENT_SETTLES: Duration = Duration::from_secs(10);
 /// Frames per GetStackTrace call when a thread looks at its whole stack.
 const SCAN_CHUNK: usize = 256;
 
+/// Frames below a walk's caller frame that its [`WalkMemo`] key covers at most.
+const MEMO_DEPTH: usize = 256;
+/// Contexts a thread's [`WalkMemo`] keeps (at most 2 KiB each).
+const MEMO_ENTRIES: usize = 8;
+
+/// The contexts this thread's walks read from caller frames' locals, by the frame's method and
+/// what the stack holds below it: each frame's method (as a walk knows it) and bytecode index.
+/// Threads that never walk to a frame's locals have none.
+///
+/// Reading a frame's context locals takes two JVMTI `GetLocalLong` calls, each a VM operation at
+/// a safepoint (about 170 µs per walk); calls from code lucce leaves alone into instrumented
+/// code each walk to the same caller frame (docs/agent.md, "Known limits"). A frame's context
+/// decodes to the trace of the frames below it, which is what the key holds: a frame with the
+/// same key has a context that decodes the same, so its callees' contexts do too (their version
+/// may be another; both decode to one trace). Methods are keyed by their lucce ids, which a
+/// redefinition changes (its replaced frames get jmethodIDs of their own: not kept); frames the
+/// trace leaves out by their jmethodIDs.
+struct WalkMemo {
+    entries: Vec<(Vec<u64>, Context)>,
+    /// The entry to replace next when full.
+    next: usize,
+}
+
+impl WalkMemo {
+    fn get(&self, key: &[u64]) -> Option<Context> {
+        self.entries.iter().find(|(k, _)| k.as_slice() == key).map(|&(_, ctx)| ctx)
+    }
+
+    fn put(&mut self, key: Vec<u64>, ctx: Context) {
+        if self.entries.len() < MEMO_ENTRIES {
+            self.entries.push((key, ctx));
+        } else {
+            self.entries[self.next] = (key, ctx);
+            self.next = (self.next + 1) % MEMO_ENTRIES;
+        }
+    }
+}
+
 /// Who called: the frame's site and context, or a virtual root.
 #[derive(Debug, Clone, Copy)]
 enum Caller {
@@ -157,6 +195,8 @@ pub struct RecorderStats {
     /// Events due a JVM trace (`verify=N`) stored without one: its Java helper threw (a
     /// StackOverflowError at the end of the thread's stack) or was not there yet.
     pub untraced: AtomicU64,
+    /// Walks that found their caller frame's context in the thread's [`WalkMemo`].
+    pub memo_hits: AtomicU64,
 }
 
 type EventBuffer = Arc<Mutex<Vec<EventRecord>>>;
@@ -469,6 +509,9 @@ struct ThreadState {
     stack: RefCell<Vec<FrameInfo>>,
     /// Tokens this thread handed out lately, so that a repeated context skips the global map.
     tokens: RefCell<Option<TokenCache>>,
+    walk_memo: RefCell<WalkMemo>,
+    /// The frames below a walk's caller frame ([`Recorder::memo_key`]).
+    memo_frames: RefCell<Vec<FrameInfo>>,
     /// The last [`Replacements::epoch`] at which this thread's stack had no replaced frames.
     clean_epoch: Cell<u64>,
 }
@@ -528,6 +571,8 @@ thread_local! {
             buffer: RefCell::new(None),
             stack: RefCell::new(Vec::new()),
             tokens: RefCell::new(None),
+            walk_memo: RefCell::new(WalkMemo { entries: Vec::new(), next: 0 }),
+            memo_frames: RefCell::new(Vec::new()),
             clean_epoch: Cell::new(0),
         }
     };
@@ -925,6 +970,15 @@ impl Recorder {
         if let Some((site, pc)) = own.filter(|_| direct) {
             return Some(if call_site_allowed(site) { Caller::Frame { site, ctx: pc } } else { location(pc) });
         }
+        let finish = |ctx: Context| match own {
+            Some((site, pc)) if pc == ctx && call_site_allowed(site) => Caller::Frame { site, ctx },
+            _ => location(ctx),
+        };
+        let key = self.memo_key(id, depth);
+        if let Some(ctx) = key.as_deref().and_then(|k| TLS.with(|t| t.walk_memo.borrow().get(k))) {
+            self.stats.memo_hits.fetch_add(1, Ordering::Relaxed);
+            return Some(finish(ctx));
+        }
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
         // Locals with no context: a frame inside its entry probe, which the JVM called out of
@@ -957,9 +1011,49 @@ impl Recorder {
             return Some(Caller::Truncated);
         };
         let ctx = Context { c: c as u64, v: v as u64 };
-        Some(match own {
-            Some((site, pc)) if pc == ctx && call_site_allowed(site) => Caller::Frame { site, ctx },
-            _ => location(ctx),
+        if let Some(key) = key {
+            TLS.with(|t| t.walk_memo.borrow_mut().put(key, ctx));
+        }
+        Some(finish(ctx))
+    }
+
+    /// The key under which a thread's [`WalkMemo`] keeps the context of a frame of instrumented
+    /// method `id` at `depth`: the method, and what the stack holds below the frame. None when
+    /// that is too deep, or holds a frame whose method is not known for certain (a walk stops at
+    /// such frames, or encodes anew above them).
+    fn memo_key(&self, id: u32, depth: jint) -> Option<Vec<u64>> {
+        TLS.with(|t| {
+            let mut below = t.memo_frames.borrow_mut();
+            self.jvmti.current_stack(depth + 1, MEMO_DEPTH + 1, &mut below).ok()?;
+            if below.len() > MEMO_DEPTH {
+                return None;
+            }
+            let mut key = Vec::with_capacity(1 + below.len());
+            key.push(u64::from(id));
+            for f in below.iter() {
+                // One word per frame: a method id (bit 63 set) or a jmethodID (a user-space
+                // address, below 2^47), then 16 bits of bytecode index (a native method's -1 is
+                // 0xFFFF, which no bytecode index is: code is shorter than 64 KiB).
+                let method = match self.frame_kind(f.method) {
+                    FrameKind::Instrumented { id, .. } | FrameKind::Leaf { id } => 1 << 47 | u64::from(id),
+                    FrameKind::Unlearned => 1 << 47 | u64::from(self.learn_current(f.method)?),
+                    FrameKind::Lucce | FrameKind::Native | FrameKind::Invisible => Some(f.method as u64).filter(|&m| m < 1 << 47)?,
+                    FrameKind::Obsolete | FrameKind::Replaced { .. } => return None,
+                };
+                key.push(method << 16 | (f.location as u64 & 0xFFFF));
+            }
+            Some(key)
+        })
+    }
+
+    /// The id of the method of an unlearned frame, from the entry probe of its code (the
+    /// method's current code: a frame of an older form would have an obsolete jmethodID).
+    /// Learned then.
+    fn learn_current(&self, m: jmethodID) -> Option<u32> {
+        let probe = self.entry_probe(m)?;
+        (self.named(m, probe.method_id) == Some(probe.leaf)).then(|| {
+            self.learn(m, probe.method_id);
+            probe.method_id
         })
     }
 
