@@ -410,11 +410,7 @@ fn excluded_classes_are_left_out_of_verified_stacks() {
 /// differ only below that frame, and from two lines of it (the program says how).
 #[test]
 fn calls_from_excluded_code_take_remembered_contexts() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let (store, log) = (tmp.path().join("store"), tmp.path().join("agent.log"));
-    let opts = format!("out={},verify=1,exclude=LiveExcludedBridge,summary=off,loglevel=info,log={}", store.display(), log.display());
-    let out = run_java("LiveExcluded", &opts, &[]);
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let (_tmp, out, log_text, store) = run_logged("LiveExcluded", "verify=1,exclude=LiveExcludedBridge");
     assert_eq!((out.code, out.stdout.lines().last()), (Some(0), Some("n 3200")), "{}\n{log_text}", out.stderr);
     let marks = parse_heres(&out.stdout).len() as u64;
     let v = verify("LiveExcluded", &store);
@@ -464,10 +460,7 @@ fn debugger_agent_alongside() {
 /// table came with the first slow entry, every thread when it came with the first probe).
 #[test]
 fn short_threads_take_no_answer_table() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let (store, log) = (tmp.path().join("store"), tmp.path().join("agent.log"));
-    let out = run_java("LiveThreads", &format!("out={},summary=off,loglevel=info,log={}", store.display(), log.display()), &[]);
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let (_tmp, out, log_text, _) = run_logged("LiveThreads", "");
     assert_eq!(out.code, Some(0), "LiveThreads failed:\n{}\n{log_text}", out.stderr);
     let tables = logged_count(&log_text, "answer tables");
     assert!((1..=7).contains(&tables), "{tables} answer tables mapped");
@@ -535,11 +528,7 @@ fn deep_recursion_through_several_sites() {
 /// traces are the JVM's cut ones (1024 frames), flagged so: compared in full, they mismatch.
 #[test]
 fn events_at_the_end_of_the_stack() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let (store, log) = (tmp.path().join("store"), tmp.path().join("agent.log"));
-    let opts = format!("out={},sample=1,verify=1,include=LiveOverflow,summary=off,loglevel=info,log={}", store.display(), log.display());
-    let out = run_java("LiveOverflow", &opts, &[]);
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let (_tmp, out, log_text, store) = run_logged("LiveOverflow", "sample=1,verify=1,include=LiveOverflow");
     assert_eq!((out.code, out.stdout.as_str()), (Some(0), "overflowed true\nafter 3\n"), "{}\n{log_text}", out.stderr);
     let v = verify("LiveOverflow", &store);
     let untraced = logged_count(&log_text, "events without their JVM trace");
@@ -645,6 +634,18 @@ fn walks_of(tmp: &Path, main: &str, property: &str, n: u32) -> u64 {
     assert_eq!(out.code, Some(0), "{main} {n} failed:\n{}\n{log_text}", out.stderr);
     check_marks(&format!("{main} {n}"), &parse_heres(&out.stdout), &store);
     logged_count(&log_text, "walks")
+}
+
+/// A run of `main` with agent options `opts` plus a store and a log in a new directory
+/// (`summary=off,loglevel=info`): the directory, the outcome, the log's text and the store.
+fn run_logged(main: &str, opts: &str) -> (tempfile::TempDir, Outcome, String, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (store, log) = (tmp.path().join("store"), tmp.path().join("agent.log"));
+    // (Empty items between commas are ignored.)
+    let opts = format!("out={},summary=off,loglevel=info,log={},{opts}", store.display(), log.display());
+    let out = run_java(main, &opts, &[]);
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    (tmp, out, log_text, store)
 }
 
 /// The count before `what` in the agent's closing line (`loglevel=info`): "…, 12 walks, …".
