@@ -820,7 +820,7 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} walks answered by the memo, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace, {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} walks answered by the memo, {} walks that read a frame's context, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace, {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
@@ -833,6 +833,7 @@ impl Agent {
                 e.links,
                 s.walks.load(Ordering::Relaxed),
                 s.memo_hits.load(Ordering::Relaxed),
+                s.local_reads.load(Ordering::Relaxed),
                 s.location_sites.load(Ordering::Relaxed),
                 s.truncated.load(Ordering::Relaxed),
                 s.unreadable.load(Ordering::Relaxed),

@@ -197,6 +197,8 @@ pub struct RecorderStats {
     pub untraced: AtomicU64,
     /// Walks that found their caller frame's context in the thread's [`WalkMemo`].
     pub memo_hits: AtomicU64,
+    /// Walks that read their caller frame's context locals through JVMTI.
+    pub local_reads: AtomicU64,
 }
 
 type EventBuffer = Arc<Mutex<Vec<EventRecord>>>;
@@ -979,6 +981,7 @@ impl Recorder {
             self.stats.memo_hits.fetch_add(1, Ordering::Relaxed);
             return Some(finish(ctx));
         }
+        self.stats.local_reads.fetch_add(1, Ordering::Relaxed);
         let c = self.jvmti.local_long(depth, ctx_slot);
         let v = self.jvmti.local_long(depth, ctx_slot + 2);
         // Locals with no context: a frame inside its entry probe, which the JVM called out of
