@@ -22,6 +22,6 @@ for mode in o r b; do
   rm -rf "$TMP/store"
   with=$("$JDK/bin/java" -agentpath:"$REPO/target/release/liblucce_agent.so=out=$TMP/store,summary=off,loglevel=info,log=$TMP/log-$mode" -cp "$TMP/classes" CallBench "$n" "$mode")
   locked=$(sed -n 's/.* \([0-9]*\) slow entries.*/\1/p' "$TMP/log-$mode")
-  walks=$(sed -n 's/.* \([0-9]*\) walks.*/\1/p' "$TMP/log-$mode")
+  walks=$(sed -n 's/.*, \([0-9]*\) walks, .*/\1/p' "$TMP/log-$mode")
   printf '%-10s %12s %12s %8s %14s %10s\n' "$name" "$base" "$with" "$(awk -v a="$with" -v b="$base" 'BEGIN { printf "%.0fx", a / b }')" "$locked" "$walks"
 done
