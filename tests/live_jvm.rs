@@ -421,6 +421,19 @@ fn calls_from_excluded_code_take_remembered_contexts() {
     assert!(hits >= 3100, "{hits} walks answered by the memo:\n{log_text}");
 }
 
+/// A class whose SourceFile attribute names "": the JVM's traces give its frames the file name
+/// "", and so do lucce's (`verify` compared them as no file against "" until stop 56: every
+/// such event mismatched).
+#[test]
+fn empty_source_file_names() {
+    let (_tmp, out, log_text, store) = run_logged("LiveEmptySource", "sample=1,verify=1,include=LiveEmptySource*");
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), "file '' sum 1100\n"), "{}\n{log_text}", out.stderr);
+    let v = verify("LiveEmptySource", &store);
+    assert!(v.verified >= 300, "{} verified", v.verified);
+    let events = run_lucce(&[&"events".into(), &store.into(), &"--json".into()]);
+    assert!(events.stdout.contains(r#"{"class":"LiveEmptySourceTarget","file":"","line":"#), "no frame with file \"\":\n{}", events.stdout);
+}
+
 /// Calls into methods the JIT replaces by intrinsics leave their call-site record valid: an entry
 /// of the same method from code lucce cannot see (here an excluded class) takes it for its own.
 /// Stop 56 found it (a helper's fop run with `exclude=`, 1 of 97,688 verified events); the

@@ -1522,7 +1522,7 @@ impl Recorder {
                 (line != -2 && crate::hook::class_wanted(class)).then(|| TruthFrame {
                     class: class.to_string(),
                     method: method.to_string(),
-                    file: (!file.is_empty()).then(|| file.to_string()),
+                    file: file.strip_prefix('=').map(str::to_string),
                     line,
                 })
             })

@@ -587,8 +587,9 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
 
     /**
      * The current stack exactly as Throwable shows it, one frame per line:
-     * class TAB method TAB file TAB line. Called by the agent (verify mode) with the probes of this
-     * thread switched off.
+     * class TAB method TAB file TAB line, where file is empty when the JVM has none and is '='
+     * and the name otherwise (a class whose SourceFile attribute names "" has the name "").
+     * Called by the agent (verify mode) with the probes of this thread switched off.
      */
     static String truth() {
         StackTraceElement[] st = new Throwable().getStackTrace();
@@ -603,8 +604,11 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         }
         for (StackTraceElement e : st) {
             String f = e.getFileName();
-            sb.append(e.getClassName()).append('\t').append(e.getMethodName()).append('\t')
-              .append(f == null ? "" : f).append('\t').append(e.getLineNumber()).append('\n');
+            sb.append(e.getClassName()).append('\t').append(e.getMethodName()).append('\t');
+            if (f != null) {
+                sb.append('=').append(f);
+            }
+            sb.append('\t').append(e.getLineNumber()).append('\n');
         }
         return sb.toString();
     }
