@@ -313,7 +313,8 @@ fn a_rewritten_class_is_rewritten_again_over_its_old_probes() {
              public static long version() { return 0; }\n\
              public static int leaf(int m) { if (m < 50000) old++; return m; }\n\
              public static void call(int s, long c, long v) { if (s < 50000) old++; }\n\
-             public static void alloc(int s, long c, long v) { if (s < 50000) old++; }\n}\n",
+             public static void alloc(int s, long c, long v) { if (s < 50000) old++; }\n\
+             public static void drop() {}\n}\n",
         )
         .unwrap();
         let stub = tmp.path().join("stub");

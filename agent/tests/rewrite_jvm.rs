@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use lucce_agent::rewrite::check::{check_class, method_code_attributes};
+use lucce_agent::rewrite::intrinsics::may_be_intrinsic;
 use lucce_agent::rewrite::SkipReason;
 use rewrite_common::*;
 
@@ -111,6 +112,30 @@ fn count_in_javap(dir: &Path, class: &str, needle: &str) -> usize {
     String::from_utf8_lossy(&out.stdout).matches(needle).count()
 }
 
+/// In `class` under `dir`, a drop probe follows exactly the invokes of the methods the JIT may
+/// replace by intrinsics (here StringBuilder's constructors, `append`s and `toString`), in both
+/// paths of the rewriter (the big methods take the general one). Returns how many there are.
+fn drops_after_intrinsics(dir: &Path, class: &str) -> u32 {
+    let out = run_ok(Command::new(tool("javap").expect("javap")).args(["-c", "-p", "-cp"]).arg(dir).arg(class));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut drops = 0;
+    for (i, line) in lines.iter().enumerate() {
+        // `   12: invokevirtual #7   // Method java/lang/StringBuilder.append:(C)Ljava/lang/StringBuilder;`
+        let Some(called) = line.split_once("// Method ").or_else(|| line.split_once("// InterfaceMethod ")).map(|(_, m)| m) else { continue };
+        let Some((owner_name, desc)) = called.split_once(':') else { continue };
+        let Some((owner, name)) = owner_name.rsplit_once('.') else { continue };
+        if owner == "lucce/Runtime" {
+            continue;
+        }
+        let dropped = lines.get(i + 1).is_some_and(|next| next.contains("// Method lucce/Runtime.drop:()V"));
+        let intrinsic = may_be_intrinsic(owner.as_bytes(), name.trim_matches('"').as_bytes(), desc.as_bytes());
+        assert_eq!(dropped, intrinsic, "{class}: {line}");
+        drops += dropped as u32;
+    }
+    drops
+}
+
 fn end_to_end(release: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let stub = stub_runtime(tmp.path());
@@ -184,6 +209,9 @@ fn end_to_end(release: &str) {
         let g = general.join(f.strip_prefix(&new).unwrap());
         assert!(std::fs::read(&f).unwrap() == std::fs::read(&g).unwrap(), "{}: the paths differ", f.display());
     }
+
+    assert!(drops_after_intrinsics(&new, "Gen") > 5);
+    drops_after_intrinsics(&new, "Main");
 
     let (o_out, o_err) = run_java(&[&orig, &stub], "Main");
     let (n_out, n_err) = run_java(&[&new, &stub], "Main");

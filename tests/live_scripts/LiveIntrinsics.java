@@ -1,9 +1,10 @@
 /**
- * A known exactness bug (docs/agent.md, "Known limits"; test `calls_into_jit_intrinsics`, ignored
- * until fixed): `inst` calls `Math.max`, which C2 replaces by an intrinsic once `inst` is hot, so
- * `Math.max`'s entry probe no longer runs and the call-site record `inst` left stays valid. The
- * excluded `LiveIntrinsicsBridge` then calls `Math.max` itself: its entry takes that record, a
- * pair the encoder knows, and its sampled events decode with `inst` as the caller.
+ * Stale records after JIT intrinsics (docs/agent.md, "Record mode", the drop probe; test
+ * `calls_into_jit_intrinsics`): `inst` calls `Math.max`, which C2 replaces by an intrinsic once
+ * `inst` is hot, so `Math.max`'s entry probe no longer runs and would leave the call-site record
+ * of `inst` valid. The excluded `LiveIntrinsicsBridge` then calls `Math.max` itself: without the
+ * drop probe after the call in `inst`, its entry takes that record, a pair the encoder knows, and
+ * its sampled events decode with `inst` as the caller.
  */
 public class LiveIntrinsics {
     static int inst(int a, int b) {

@@ -553,6 +553,23 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
         }
     }
 
+    /**
+     * After an invoke of a method the JIT may replace by an intrinsic (agent/src/rewrite/intrinsics.rs):
+     * drops the pending record of that call, which the callee's entry probe did not take if the
+     * call ran as an intrinsic. Left valid, it would be taken by the next entry of the same
+     * method from code with no call probe (an excluded class, a native method), and trusted,
+     * since the pair ⟨call site, method⟩ is a real one. Written where {@link #call} wrote it (the
+     * sink when the thread does not own its home slot: nothing reads that).
+     */
+    public static void drop() {
+        if (RECORD) {
+            long s = TID >= 0L ? home() : slot();
+            if (s != 0L) {
+                U.putInt(null, s + 12L, 0);
+            }
+        }
+    }
+
     /** After an allocation (recording allocations is future work: record mode ignores it). */
     public static void alloc(int siteId, long ctx, long ver) {
         if (!RECORD) {

@@ -21,7 +21,7 @@
 //! - [`Layout::at`]: the instruction's own opcode. Used for the branch origin and for
 //!   `Uninitialized(offset)` verification types, which must name the `new` opcode itself.
 
-use super::probes::{self, IntPush, ProbeLocals, RuntimeRefs};
+use super::probes::{self, IntPush, ProbeLocals, RuntimeMethod, RuntimeRefs};
 use super::SkipReason;
 
 pub(crate) const NONE: u32 = u32::MAX;
@@ -74,6 +74,8 @@ pub(crate) struct Insn {
     pub probe: Probe,
     /// A 16-bit branch that needs the long form in the new layout.
     pub wide: bool,
+    /// An invoke the JIT may replace by an intrinsic: a drop probe after it (intrinsics.rs).
+    pub drop: bool,
     /// Branch: target offset in the old code (an instruction boundary). Switch: first index into
     /// `Decoded::targets`.
     pub target: u32,
@@ -86,7 +88,7 @@ pub(crate) struct Insn {
 impl Insn {
     /// An instruction with no probe and no target (yet).
     fn plain(off: u32, len: u32, op: u8) -> Insn {
-        Insn { off, len, op, kind: Kind::Plain, probe: Probe::None, wide: false, target: NONE, ntargets: 0, probe_len: 0 }
+        Insn { off, len, op, kind: Kind::Plain, probe: Probe::None, wide: false, drop: false, target: NONE, ntargets: 0, probe_len: 0 }
     }
 }
 
@@ -108,6 +110,8 @@ pub(crate) struct Decoded {
     pub code_len: u32,
     /// Instructions with a probe.
     pub nprobes: u32,
+    /// Instructions with a drop probe after them (set by the caller of [`Decoded::decode`]).
+    pub ndrops: u32,
 }
 
 /// Per opcode: the length of a plain instruction (fixed-length, neither a branch nor probed: it
@@ -317,6 +321,7 @@ impl Decoded {
         self.targets.clear();
         self.index_of.clear();
         self.nprobes = 0;
+        self.ndrops = 0;
         let code_len = code.len() as u32;
         self.code_len = code_len;
         if code_len == 0 {
@@ -541,10 +546,10 @@ impl Layout {
             let mut any_wide = false;
             for (ins, start) in d.insns.iter().zip(&mut self.start) {
                 *start = pos;
-                // A call probe goes before the instruction, an allocation probe after it.
+                // A call probe goes before the instruction, an allocation or drop probe after it.
                 let (before, after) = match ins.probe {
                     Probe::None => (0, 0),
-                    Probe::Call => (ins.probe_len, 0),
+                    Probe::Call => (ins.probe_len, if ins.drop { probes::DROP_LEN } else { 0 }),
                     Probe::Alloc => (0, ins.probe_len),
                 };
                 pos += before;
@@ -694,6 +699,7 @@ pub(crate) fn emit(
     // bytes of padding), plus the entry probe.
     let bound = d.code_len as usize
         + d.nprobes as usize * probes::MAX_SITE_LEN as usize
+        + d.ndrops as usize * probes::DROP_LEN as usize
         + d.insns.len() * 5
         + probes::entry_len(pushes.method, locals) as usize;
     let base = out.len();
@@ -762,6 +768,9 @@ pub(crate) fn emit(
         }
         if ins.probe == Probe::Alloc {
             probes::emit_site_with(&mut w, true, push.ok_or(bad)?, &tail);
+        }
+        if ins.drop {
+            probes::emit_drop_with(&mut w, &tail);
         }
     }
     let len = w.pos();
@@ -866,9 +875,9 @@ pub(crate) struct Direct {
     pub entry_len: u32,
     /// Branch displacements to write once every target's place is known.
     fixups: Vec<Fixup>,
-    /// Body positions of the site probes' `invokestatic` operands, and whether each is an
-    /// allocation probe (written by [`Direct::link`]).
-    links: Vec<(u32, bool)>,
+    /// Body positions of the probes' `invokestatic` operands, and the runtime method each calls
+    /// (written by [`Direct::link`]).
+    links: Vec<(u32, RuntimeMethod)>,
 }
 
 /// Largest code the direct rewrite takes: a probe point is at least 2 bytes of code and its probe
@@ -876,7 +885,8 @@ pub(crate) struct Direct {
 /// stays below 32 KiB.
 pub(crate) const DIRECT_MAX_CODE: u32 = 3900;
 /// The body buffer: [`DIRECT_MAX_CODE`] bytes of code give at most 31,932 (every other byte
-/// a probe point with a 14-byte probe, switches 3 bytes more padding each).
+/// a probe point with a 14-byte probe, switches 3 bytes more padding each; an invoke is 3 bytes
+/// or more, so one with a drop probe too adds less per byte).
 const DIRECT_BODY_CAP: usize = 32 * 1024;
 /// [`Direct`]'s mark of an offset inside an instruction (the same as [`NO_SEGMENT`]).
 const NO_POS: u16 = u16::MAX;
@@ -896,8 +906,8 @@ impl Direct {
 
     /// Writes the class's Methodrefs of the runtime into the site probes.
     pub fn link(&mut self, refs: &RuntimeRefs) -> Result<(), SkipReason> {
-        for &(at, alloc) in &self.links {
-            probes::link_site(&mut self.body[..self.body_len], at as usize, alloc, refs)
+        for &(at, m) in &self.links {
+            probes::link_site(&mut self.body[..self.body_len], at as usize, m, refs)
                 .ok_or(SkipReason::MalformedCode("site link"))?;
         }
         Ok(())
@@ -906,15 +916,16 @@ impl Direct {
     /// Rewrites `code` into the body. `alloc_probes`: whether allocations get probes. `tail` is
     /// the site probes' tail, `linked` when it has the class's Methodrefs of the runtime already
     /// (otherwise [`Direct::link`] writes them later, as [`probes::link_site`] describes). `site(off,
-    /// probe)` is asked at each probe point for the push of its site id and the entry probe's
-    /// length (the method takes its id at its first site).
+    /// probe)` is asked at each probe point for the push of its site id, the entry probe's
+    /// length (the method takes its id at its first site) and, for an invoke, whether a drop
+    /// probe follows it.
     pub fn walk(
         &mut self,
         code: &[u8],
         alloc_probes: bool,
         tail: &probes::SiteTail,
         linked: bool,
-        mut site: impl FnMut(u32, Probe) -> Result<(IntPush, u32), SkipReason>,
+        mut site: impl FnMut(u32, Probe) -> Result<(IntPush, u32, bool), SkipReason>,
     ) -> Result<Walk, SkipReason> {
         let code_len = code.len() as u32;
         if code_len == 0 || code_len > DIRECT_MAX_CODE {
@@ -1001,15 +1012,21 @@ impl Direct {
                     if alloc {
                         w.run(code, off, &code[off..off + len]);
                     }
-                    let (push, e) = site(o, if alloc { Probe::Alloc } else { Probe::Call })?;
+                    let (push, e, drop) = site(o, if alloc { Probe::Alloc } else { Probe::Call })?;
                     entry_len = Some(e);
                     probes::emit_site_with(&mut w, alloc, push, tail);
+                    // The `invokestatic` operand ends a probe.
                     if !linked {
-                        // The `invokestatic` operand ends the probe.
-                        self.links.push((w.pos() as u32 - 2, alloc));
+                        self.links.push((w.pos() as u32 - 2, if alloc { RuntimeMethod::Alloc } else { RuntimeMethod::Call }));
                     }
                     if !alloc {
                         w.run(code, off, &code[off..off + len]);
+                    }
+                    if drop {
+                        probes::emit_drop_with(&mut w, tail);
+                        if !linked {
+                            self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
+                        }
                     }
                 }
                 _ => w.run(code, off, &code[off..off + len]),

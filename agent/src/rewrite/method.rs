@@ -74,7 +74,23 @@ struct Target {
     /// The entry names a method of `lucce/Lucce`.
     lucce_api: bool,
     key: u64,
+    /// A method the JIT may replace by an intrinsic (intrinsics.rs).
+    intrinsic: bool,
 }
+
+/// What an invoke calls, as its site and probes need it.
+#[derive(Clone, Copy)]
+struct Invoked {
+    /// An invokestatic of a method of `lucce/Lucce`.
+    api: bool,
+    /// [`super::target_key`] of the name and descriptor it references (see [`invoke_target`]).
+    target: u64,
+    /// A drop probe goes after it (intrinsics.rs).
+    drop: bool,
+}
+
+/// What an allocation site's probe is, in the terms of [`Invoked`].
+const ALLOCATION: Invoked = Invoked { api: false, target: super::ANY_TARGET, drop: false };
 
 impl Scratch<'_> {
     /// The same buffers, emptied, for the next class (whose bytes live elsewhere).
@@ -423,7 +439,7 @@ fn rewrite_direct<'a>(
     let mut method: Option<(u32, IntPush, ProbeLocals, u32)> = None;
     let mut lp = 0;
     let (lines, targets, has_lnt) = (&s.lines, &mut s.targets, c.has_lnt);
-    let site = |off: u32, probe: Probe| -> Result<(IntPush, u32), SkipReason> {
+    let site = |off: u32, probe: Probe| -> Result<(IntPush, u32, bool), SkipReason> {
         let (method_id, _, _, entry_len) = match method {
             Some(v) => v,
             None => {
@@ -436,12 +452,13 @@ fn rewrite_direct<'a>(
             }
         };
         let line = site_line(lines, has_lnt, &mut lp, off);
-        let (kind, (api, target)) = match probe {
-            Probe::Alloc => (SiteKind::Alloc, (false, super::ANY_TARGET)),
+        let (kind, invoked) = match probe {
+            Probe::Alloc => (SiteKind::Alloc, ALLOCATION),
             _ => (SiteKind::Call, invoke_target(code, off, &pool.cp, targets)),
         };
+        let Invoked { api, target, drop } = invoked;
         let id = reg.site(method_id, &SiteInfo { kind, bci: off, line, api, target });
-        Ok((push_for(id, pool), entry_len))
+        Ok((push_for(id, pool), entry_len, drop))
     };
     if let Walk::Switch = s.direct.walk(code, alloc_probes, &tail, known_refs.is_some(), site)? {
         return Ok(Walk::Switch);
@@ -502,6 +519,10 @@ fn rewrite_general<'a>(
     if !reg.alloc_sites() {
         d.drop_alloc_probes();
     }
+    for ins in d.insns.iter_mut().filter(|ins| ins.probe == Probe::Call && ins.op != OP_RETURN) {
+        ins.drop = invoke_target(code, ins.off, &pool.cp, &mut s.targets).drop;
+        d.ndrops += ins.drop as u32;
+    }
     // A method without site probes is a leaf (probes.rs): one int local, no extra stack.
     let locals = probe_locals(cx, m, c.max_locals, d.nprobes == 0, pool)?;
     let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
@@ -514,8 +535,11 @@ fn rewrite_general<'a>(
     // clearly below 32 KiB (nothing can widen or overflow then).
     let worst = IntPush::Short(0);
     let worst_site = probes::site_len(worst, locals);
-    let worst_bound =
-        code_len as u64 + d.nprobes as u64 * worst_site as u64 + 64 + 3 * d.targets.len() as u64;
+    let worst_bound = code_len as u64
+        + d.nprobes as u64 * worst_site as u64
+        + d.ndrops as u64 * probes::DROP_LEN as u64
+        + 64
+        + 3 * d.targets.len() as u64;
     let may_widen = worst_bound > i16::MAX as u64;
     if may_widen {
         for ins in d.insns.iter_mut() {
@@ -545,10 +569,10 @@ fn rewrite_general<'a>(
             Probe::Alloc => SiteKind::Alloc,
         };
         let line = site_line(&s.lines, c.has_lnt, &mut lp, ins.off);
-        let (api, target) = match kind {
-            SiteKind::Call if ins.op == OP_RETURN => (false, super::finalizer_register_key()),
+        let Invoked { api, target, .. } = match kind {
+            SiteKind::Call if ins.op == OP_RETURN => Invoked { target: super::finalizer_register_key(), ..ALLOCATION },
             SiteKind::Call => invoke_target(code, ins.off, &pool.cp, &mut s.targets),
-            SiteKind::Alloc => (false, super::ANY_TARGET),
+            SiteKind::Alloc => ALLOCATION,
         };
         let id = reg.site(method_id, &SiteInfo { kind, bci: ins.off, line, api, target });
         let p = push_for(id, pool);
@@ -737,15 +761,15 @@ fn write_tables<'a>(
     Ok(())
 }
 
-/// Of the invoke at `off`: whether it is an invokestatic of a method of `lucce/Lucce`, and the
+/// Of the invoke at `off`: whether it is an invokestatic of a method of `lucce/Lucce`; the
 /// [`super::target_key`] of the name and descriptor it references ([`super::indy_target_key`]
 /// for an invokedynamic; [`super::ANY_TARGET`] for a method of `MethodHandle` or `VarHandle`, or
-/// when unreadable).
+/// when unreadable); whether the JIT may replace it by an intrinsic.
 #[inline]
-fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets) -> (bool, u64) {
+fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets) -> Invoked {
     const INVOKEDYNAMIC: u8 = 0xBA;
     let o = off as usize;
-    let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return (false, super::ANY_TARGET) };
+    let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return ALLOCATION };
     let indy = op == INVOKEDYNAMIC;
     if known.slot.len() != cp.count() as usize {
         // The first site of the class (the cache is emptied between classes).
@@ -765,7 +789,7 @@ fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets)
             t
         }
     };
-    (op == probes::INVOKESTATIC && t.lucce_api, t.key)
+    Invoked { api: op == probes::INVOKESTATIC && t.lucce_api, target: t.key, drop: t.intrinsic }
 }
 
 impl Target {
@@ -783,6 +807,10 @@ impl Target {
         };
         let class = class.and_then(|c| cp.class_name(c));
         let lucce_api = class == Some(b"lucce/Lucce");
+        let intrinsic = match (class, nat) {
+            (Some(class), Some((n, d))) if !indy => cp.utf8(n).zip(cp.utf8(d)).is_some_and(|(n, d)| super::intrinsics::may_be_intrinsic(class, n, d)),
+            _ => false,
+        };
         let key = if matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle")) {
             super::ANY_TARGET
         } else if indy {
@@ -791,7 +819,7 @@ impl Target {
             nat.and_then(|(n, d)| Some(super::target_key(cp.utf8(n)?, cp.utf8(d)?)))
                 .unwrap_or(super::ANY_TARGET)
         };
-        Target { indy, lucce_api, key }
+        Target { indy, lucce_api, key, intrinsic }
     }
 }
 

@@ -35,6 +35,7 @@ pub mod check;
 mod classfile;
 mod code;
 mod frames;
+pub mod intrinsics;
 mod method;
 mod pool;
 pub mod probes;

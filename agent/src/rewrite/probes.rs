@@ -15,6 +15,9 @@
 //!   enough for C1 to inline (C1InlineStackLimit counts max_stack + max_locals - parameters).
 //! - site (call before an invoke, alloc after an allocation):
 //!   `push siteId; lload CTX; lload VER; invokestatic call|alloc(IJJ)V`
+//! - drop (after an invoke of a method the JIT may replace by an intrinsic, intrinsics.rs):
+//!   `invokestatic drop()V`, which drops the caller's pending record that the callee's entry
+//!   probe did not take
 //! - in one JDK method only, [`DEFINE_HOOK`], the entry probe goes on with
 //!   `aload BYTES; iload FLAGS; invokestatic hidden([BI)[B; astore BYTES`: the bytes of every
 //!   hidden class pass through the rewriter before the JVM defines the class.
@@ -76,16 +79,18 @@ pub enum RuntimeMethod {
     Call = 2,
     Alloc = 3,
     Leaf = 4,
+    Drop = 5,
 }
 
 impl RuntimeMethod {
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
     pub const ALL: [RuntimeMethod; RuntimeMethod::COUNT] = [
         RuntimeMethod::Enter,
         RuntimeMethod::Version,
         RuntimeMethod::Call,
         RuntimeMethod::Alloc,
         RuntimeMethod::Leaf,
+        RuntimeMethod::Drop,
     ];
 
     pub fn name(self) -> &'static str {
@@ -95,6 +100,7 @@ impl RuntimeMethod {
             RuntimeMethod::Call => "call",
             RuntimeMethod::Alloc => "alloc",
             RuntimeMethod::Leaf => "leaf",
+            RuntimeMethod::Drop => "drop",
         }
     }
 
@@ -103,6 +109,7 @@ impl RuntimeMethod {
             RuntimeMethod::Enter => "(I)J",
             RuntimeMethod::Leaf => "(I)I",
             RuntimeMethod::Version => "()J",
+            RuntimeMethod::Drop => "()V",
             RuntimeMethod::Call | RuntimeMethod::Alloc => "(IJJ)V",
         }
     }
@@ -392,13 +399,17 @@ fn emit_site(out: &mut CodeBuf<'_>, alloc: bool, push: IntPush, l: ProbeLocals, 
     emit_site_with(out, alloc, push, &SiteTail::new(l, refs));
 }
 
+/// Byte length of a drop probe.
+pub const DROP_LEN: u32 = 3;
+
 /// What follows the id push in a site probe (`lload CTX; lload VER; invokestatic call|alloc`),
-/// the same for every site of a method: built once, then copied per site.
+/// the same for every site of a method: built once, then copied per site; and the drop probe.
 #[derive(Debug, Clone, Copy)]
 pub struct SiteTail {
     /// Call, then alloc.
     bytes: [[u8; 11]; 2],
     len: usize,
+    drop: [u8; 3],
 }
 
 impl SiteTail {
@@ -413,15 +424,14 @@ impl SiteTail {
             put(b, &mut len, v, vn);
             put(b, &mut len, invokestatic(refs, m), 3);
         }
-        SiteTail { bytes, len }
+        SiteTail { bytes, len, drop: invokestatic(refs, RuntimeMethod::Drop) }
     }
 }
 
-/// Writes the Methodref of `call` (or of `alloc`) into the `invokestatic` operand at `code[at..]`:
-/// a site probe's last two bytes. A probe written from a tail built before the class's
+/// Writes the Methodref of `m` (`call`, `alloc` or `drop`) into the `invokestatic` operand at
+/// `code[at..]`: a probe's last two bytes. A probe written from a tail built before the class's
 /// Methodrefs of the runtime existed (with `RuntimeRefs::default()`) gets them so.
-pub fn link_site(code: &mut [u8], at: usize, alloc: bool, refs: &RuntimeRefs) -> Option<()> {
-    let m = if alloc { RuntimeMethod::Alloc } else { RuntimeMethod::Call };
+pub fn link_site(code: &mut [u8], at: usize, m: RuntimeMethod, refs: &RuntimeRefs) -> Option<()> {
     code.get_mut(at..at + 2)?.copy_from_slice(&refs.0[m as usize].to_be_bytes());
     Some(())
 }
@@ -432,6 +442,12 @@ pub(crate) fn emit_site_with(out: &mut CodeBuf<'_>, alloc: bool, push: IntPush, 
     let (bytes, len) = push.encoded();
     out.put(bytes, len);
     out.put(tail.bytes[alloc as usize], tail.len);
+}
+
+/// A drop probe, with the tail's Methodref.
+#[inline]
+pub(crate) fn emit_drop_with(out: &mut CodeBuf<'_>, tail: &SiteTail) {
+    out.put(tail.drop, DROP_LEN as usize);
 }
 
 #[cfg(test)]
@@ -509,7 +525,7 @@ mod tests {
 
     #[test]
     fn lengths_match_emitted_bytes() {
-        let refs = RuntimeRefs([300, 301, 302, 303, 304]);
+        let refs = RuntimeRefs([300, 301, 302, 303, 304, 305]);
         let inline = [0u32, 5, 6, 127, 128, 32767].map(|id| IntPush::inline(id).unwrap());
         let ldc = [7u16, 255, 256, 40000].map(IntPush::Ldc);
         for p in inline.into_iter().chain(ldc) {
@@ -524,6 +540,8 @@ mod tests {
                     let v = written(|out| emit_site(out, alloc, p, l, &refs));
                     assert_eq!(v.len() as u32, site_len(p, l));
                 }
+                let v = written(|out| emit_drop_with(out, &SiteTail::new(l, &refs)));
+                assert_eq!(v.len() as u32, DROP_LEN);
             }
         }
         assert!(IntPush::inline(32768).is_none());
@@ -534,7 +552,7 @@ mod tests {
 
     #[test]
     fn probe_bytes() {
-        let refs = RuntimeRefs([0x0101, 0x0102, 0x0103, 0x0104, 0x0105]);
+        let refs = RuntimeRefs([0x0101, 0x0102, 0x0103, 0x0104, 0x0105, 0x0106]);
         let v = written(|out| emit_entry(out, IntPush::Ldc(256), ProbeLocals::after(1000, false).unwrap(), &refs));
         assert_eq!(v, [LDC_W, 1, 0, INVOKESTATIC, 1, 1, WIDE, LSTORE, 3, 0xE8, INVOKESTATIC, 1, 2, WIDE, LSTORE, 3, 0xEA]);
         let hooked = ProbeLocals { define_hook: Some(0x0203), ..ProbeLocals::after(9, false).unwrap() };
@@ -547,5 +565,7 @@ mod tests {
         assert_eq!(v, [ICONST_0, INVOKESTATIC, 1, 5, ISTORE_0 + 2]);
         let v = written(|out| emit_site(out, true, IntPush::Byte(9), ProbeLocals::after(3, false).unwrap(), &refs));
         assert_eq!(v, [BIPUSH, 9, LLOAD_0 + 3, LLOAD, 5, INVOKESTATIC, 1, 4]);
+        let v = written(|out| emit_drop_with(out, &SiteTail::new(ProbeLocals::after(3, false).unwrap(), &refs)));
+        assert_eq!(v, [INVOKESTATIC, 1, 6]);
     }
 }

@@ -91,6 +91,8 @@ fn unprobe_code(code: &mut [u8], calls: &[(u16, Called)]) -> Option<bool> {
                     }
                     // invokestatic version  (then lstore VER, kept)
                     Called::Probe(RuntimeMethod::Version) => (off, LCONST_0),
+                    // invokestatic drop
+                    Called::Probe(RuntimeMethod::Drop) => (off, NOP),
                     // push site; lload CTX; lload VER; invokestatic call|alloc
                     Called::Probe(RuntimeMethod::Call | RuntimeMethod::Alloc) => {
                         let (p, c, v) = (before(3)?, before(2)?, before(1)?);
@@ -135,6 +137,7 @@ mod tests {
             (2, Called::Probe(RuntimeMethod::Version)),
             (3, Called::Probe(RuntimeMethod::Call)),
             (4, Called::Probe(RuntimeMethod::Leaf)),
+            (5, Called::Probe(RuntimeMethod::Drop)),
         ];
         let mut code = vec![
             SIPUSH, 0x12, 0x34, INVOKESTATIC, 0, 1, 0x37, 5, // enter; lstore 5
@@ -142,6 +145,7 @@ mod tests {
             0x2A, // aload_0 (another agent's code)
             BIPUSH, 9, LLOAD, 5, WIDE, LLOAD, 0, 7, INVOKESTATIC, 0, 3, // call
             0xB6, 0, 9, // invokevirtual
+            INVOKESTATIC, 0, 5, // drop
             LDC, 8, INVOKESTATIC, 0, 4, 0x36, 3, // leaf; istore 3
             0xB1,
         ];
@@ -154,6 +158,7 @@ mod tests {
                 0x2A,
                 NOP, NOP, NOP, NOP, NOP, NOP, NOP, NOP, NOP, NOP, NOP,
                 0xB6, 0, 9,
+                NOP, NOP, NOP,
                 ICONST_0, NOP, NOP, NOP, NOP, 0x36, 3,
                 0xB1,
             ]

@@ -80,7 +80,7 @@ pub fn compile(sources: &[PathBuf], out: &Path, args: &[&str]) {
 }
 
 /// The stub runtime class the rewritten code calls: enter/version return 0, leaf its argument,
-/// call/alloc no-ops.
+/// call/alloc/drop no-ops.
 pub fn stub_runtime(dir: &Path) -> PathBuf {
     let src = dir.join("stubsrc/lucce");
     std::fs::create_dir_all(&src).unwrap();
@@ -92,7 +92,8 @@ pub fn stub_runtime(dir: &Path) -> PathBuf {
          public static long version() { return 0; }\n\
          public static int leaf(int m) { return m; }\n\
          public static void call(int s, long c, long v) {}\n\
-         public static void alloc(int s, long c, long v) {}\n}\n",
+         public static void alloc(int s, long c, long v) {}\n\
+         public static void drop() {}\n}\n",
     )
     .unwrap();
     let out = dir.join("stub");
