@@ -14,8 +14,8 @@
 //! callbacks, reflection through native accessors), and thread starts. The walk goes down from
 //! the callee past frames lucce cannot see (native methods, hidden classes not yet seen at an
 //! entry, excluded or unrewritable methods) to the first instrumented frame F, reads F's context
-//! from its two probe locals (GetLocalLong) and F's current bytecode index. If no native method
-//! lies between the callee and F, F is at an invoke, the pending record is F's own and the callee
+//! from its two probe locals (GetLocalLong) and F's current bytecode index. If no frame lies
+//! between the callee and F, F is at an invoke, the pending record is F's own and the callee
 //! has the name and descriptor the invoke references, the edge uses the pending site (the
 //! `return` of `Object.<init>` counts as an invoke of `Finalizer.register`, which the JVM calls
 //! from there, and the rewriter puts a call probe before it); otherwise the edge uses a
@@ -25,15 +25,20 @@
 //! redefinition replaced is that version's ([`Replacements`]). A walk that runs out of frames:
 //! the thread root.
 //!
-//! So a stale pending record (its call went to a native method and returned, or threw) never
-//! attaches an upcall to a returned frame: a pair ⟨call site, callee⟩ is never admitted through
-//! a native method, so ⟨stale site, upcall target⟩ is not known, the walk decides, and the walk
-//! only looks at live frames. (An upcall from inside a native method is admitted with a location
-//! site: admitted with the call site, the same upcall made later from another native, after that
-//! call site's record went stale, was trusted — a wrong trace on jython.) The one way a stale
-//! record could still be trusted is a pair that is also a real direct call (a virtual call site
-//! that dispatches both to a native override and to an instrumented method of the same name and
-//! descriptor, followed, before the caller's next probe, by an upcall of that same method). The
+//! So a stale pending record (its call went to code lucce cannot see and returned, or threw)
+//! never attaches an entry to a returned frame: a pair ⟨call site, callee⟩ is never admitted
+//! through a frame lucce cannot see, so ⟨stale site, callee⟩ is not known, the walk decides, and
+//! the walk only looks at live frames. (Admitted with the call site through a native method, the
+//! same upcall made later from another native, after that call site's record went stale, was
+//! trusted: a wrong trace on jython. Through an excluded method, until stop 57, an entry from
+//! excluded code that belonged to a frame further down: tests/live_scripts/LiveExcludedStale.java.)
+//! A call the JIT replaces by an intrinsic runs no entry probe either: the rewriter drops its
+//! record after it (rewrite/intrinsics.rs). A stale record can still be trusted only for a pair
+//! that is also a real direct call, by an entry of that same method from code lucce cannot see
+//! that belongs to a frame further down, before any probe runs: after the call site dispatched
+//! to code lucce cannot see (a native or an excluded override) that entered nothing
+//! instrumented, or after its invoke threw before the callee was entered (a null receiver) and
+//! code lucce cannot see caught the exception. The
 //! upcalls the JVM makes while resolving an invoke (`loadClass`, `<clinit>`) are entered straight
 //! from the invoke with its own record, but do not have the name the invoke references, so they
 //! get a location site too: with the call site, a later stale record of that site was trusted
@@ -73,16 +78,6 @@ const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Frames fetched per GetStackTrace call of a walk (a walk usually stops within a few; the cost
 /// of the call grows with the frames asked for).
 const WALK_CHUNK: usize = 16;
-
-/// What a walk passed over between a callee and its caller frame, the worst kind kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Between {
-    Nothing,
-    /// Only frames of hidden classes, excluded or unrewritten methods.
-    Hidden,
-    /// A native method.
-    Native,
-}
 
 /// What a stack frame's method is to the walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -844,9 +839,9 @@ impl Recorder {
             let mut start = depth;
             let mut callee_done = callee_done;
             let (mut pending, mut callee) = (pending, callee);
-            // What was passed over between the callee and its caller: with anything, the pending
-            // record may be another frame's.
-            let mut between = Between::Nothing;
+            // Whether the walk passed over no frame between the callee and its caller: with
+            // anything in between, the pending record may be another frame's.
+            let mut direct = true;
             loop {
                 if self.jvmti.current_stack(start as jint, WALK_CHUNK, &mut stack).is_err() {
                     return Caller::Truncated;
@@ -865,7 +860,7 @@ impl Recorder {
                     }
                     let leaf = match kind {
                         FrameKind::Instrumented { id, ctx_slot } | FrameKind::Replaced { id, ctx_slot: Some(ctx_slot) } => {
-                            match self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee) {
+                            match self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, direct, callee) {
                                 Some(caller) => return caller,
                                 None => id, // no context in its locals: as a leaf's
                             }
@@ -879,19 +874,15 @@ impl Recorder {
                             None => return Caller::Truncated,
                         },
                         FrameKind::Obsolete => return Caller::Truncated,
-                        FrameKind::Invisible => {
-                            between = between.max(Between::Hidden);
-                            continue;
-                        }
-                        FrameKind::Native => {
-                            between = Between::Native;
+                        FrameKind::Invisible | FrameKind::Native => {
+                            direct = false;
                             continue;
                         }
                         FrameKind::Lucce => continue,
                     };
                     // A leaf: the next frame to find is its caller.
                     leaves.push((leaf, f.method, f.location));
-                    (pending, callee, between) = (None, Some(leaf), Between::Nothing);
+                    (pending, callee, direct) = (None, Some(leaf), true);
                 }
                 if stack.len() < WALK_CHUNK {
                     return Caller::Thread;
@@ -937,6 +928,17 @@ impl Recorder {
     /// another instruction of the frame. (The names are compared as 64-bit hashes,
     /// `rewrite::target_key`.)
     ///
+    /// A callee entered through frames lucce cannot see (native methods, excluded or unrewritten
+    /// methods, hidden classes not instrumented) always gets a location site (the same line, and
+    /// no probe ever names it): its entries then walk every time, which the walk memo keeps
+    /// cheap. Admitted with the call site, the pair would be trusted for any later entry of the
+    /// callee from such code that finds the site's record valid, and nothing makes the record
+    /// stale: a call into invisible code that enters nothing instrumented leaves it valid, and
+    /// the next entry from invisible code may belong to a frame further down (a recursion one
+    /// level too deep: tests/live_scripts/LiveExcludedStale.java; through a native method,
+    /// jython's `Modules.transformedByAgent`, upcalled inside `findBootstrapClass` and
+    /// `defineClass0`).
+    ///
     /// None when the frame's version is [`UNKNOWN_VERSION`] or not stored yet (below): the walk
     /// goes on below it and computes its context as a leaf's, from its caller.
     #[allow(clippy::too_many_arguments)]
@@ -947,39 +949,21 @@ impl Recorder {
         depth: jint,
         f: &FrameInfo,
         pending: Option<(u32, Context)>,
-        between: Between,
+        direct: bool,
         callee: Option<u32>,
     ) -> Option<Caller> {
-        let direct = between == Between::Nothing;
-        // The pending record of this frame's current invoke, if the record can be that.
-        let own = pending.filter(|&(site, _)| self.at_call(f.method, f.location, site) && crate::hook::site_method(site) == Some(id));
-        // Whether the edge may carry that record's call site, or must get a location site (the
-        // same line, and no probe ever names it, so no stale record of the call site is ever
-        // trusted for this callee):
-        // - straight from the invoke: only the call itself, not a resolution upcall (above);
-        // - through hidden frames only (lambdas, method handles whose hidden classes were not
-        //   instrumented or not yet seen at an entry): yes, those calls are common and their
-        //   pairs stay lock-free;
-        // - through a native method: no; the same upcall made later from another native, after
-        //   the call site's record went stale, would be trusted (jython:
-        //   `Modules.transformedByAgent`, upcalled inside `findBootstrapClass` and `defineClass0`).
-        let call_site_allowed = |site: u32| match between {
-            Between::Nothing => callee.is_none_or(|m| crate::hook::site_may_call(site, m)),
-            Between::Hidden => true,
-            Between::Native => false,
-        };
         let location = |ctx: Context| self.location_caller(id, f.method, f.location, ctx);
-        if let Some((site, pc)) = own.filter(|_| direct) {
-            return Some(if call_site_allowed(site) { Caller::Frame { site, ctx: pc } } else { location(pc) });
+        // The pending record of this frame's current invoke, if the callee was entered straight
+        // from it (above).
+        let own = pending.filter(|&(site, _)| direct && self.at_call(f.method, f.location, site) && crate::hook::site_method(site) == Some(id));
+        if let Some((site, pc)) = own {
+            let call = callee.is_none_or(|m| crate::hook::site_may_call(site, m));
+            return Some(if call { Caller::Frame { site, ctx: pc } } else { location(pc) });
         }
-        let finish = |ctx: Context| match own {
-            Some((site, pc)) if pc == ctx && call_site_allowed(site) => Caller::Frame { site, ctx },
-            _ => location(ctx),
-        };
         let key = self.memo_key(id, depth);
         if let Some(ctx) = key.as_deref().and_then(|k| TLS.with(|t| t.walk_memo.borrow().get(k))) {
             self.stats.memo_hits.fetch_add(1, Ordering::Relaxed);
-            return Some(finish(ctx));
+            return Some(location(ctx));
         }
         self.stats.local_reads.fetch_add(1, Ordering::Relaxed);
         let c = self.jvmti.local_long(depth, ctx_slot);
@@ -1017,7 +1001,7 @@ impl Recorder {
         if let Some(key) = key {
             TLS.with(|t| t.walk_memo.borrow_mut().put(key, ctx));
         }
-        Some(finish(ctx))
+        Some(location(ctx))
     }
 
     /// The key under which a thread's [`WalkMemo`] keeps the context of a frame of instrumented
