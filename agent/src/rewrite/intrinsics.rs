@@ -16,7 +16,8 @@
 //! alone, whatever class it names: the JIT also replaces a virtual call it binds to a listed
 //! method (`Appendable.append` on a `StringBuilder`), and a call through a subclass names the subclass. A
 //! constructor is taken by its class too (constructors are not inherited; `<init>()V` names
-//! every constructor without parameters). Dropping a record after any call is exact (the record
+//! every constructor without parameters). So is every call of a `MethodHandle` method, through
+//! which the JIT inlines into the handle's target. Dropping a record after any call is exact (the record
 //! belongs to a call that has ended), so taking too many costs only the drop.
 
 use std::sync::OnceLock;
@@ -53,8 +54,13 @@ fn keys() -> &'static Keys {
 }
 
 /// Whether an invoke of `name` and `descriptor` in `class` (internal names, modified UTF-8 as in
-/// the class file) may be one the JIT replaces by an intrinsic.
+/// the class file) may be one the JIT replaces by an intrinsic. Any call of a `MethodHandle`
+/// method may: the JIT inlines through a constant method handle (`invokeExact`, and the
+/// `linkTo*` and `invokeBasic` calls of lambda forms) into its target, intrinsics included.
 pub fn may_be_intrinsic(class: &[u8], name: &[u8], descriptor: &[u8]) -> bool {
+    if class == b"java/lang/invoke/MethodHandle" {
+        return true;
+    }
     let keys = keys();
     if name == b"<init>" {
         keys.constructors.contains(&target_key(class, descriptor))
@@ -75,6 +81,7 @@ mod tests {
         assert!(may_be_intrinsic(b"java/lang/ref/WeakReference", b"get", b"()Ljava/lang/Object;"));
         assert!(!may_be_intrinsic(b"java/lang/Math", b"max", b"(JI)J"));
         assert!(!may_be_intrinsic(b"java/util/List", b"size", b"()I"));
+        assert!(may_be_intrinsic(b"java/lang/invoke/MethodHandle", b"linkToStatic", b"(IILjava/lang/invoke/MemberName;)I"));
         // Natives are not listed.
         assert!(!may_be_intrinsic(b"java/lang/System", b"arraycopy", b"(Ljava/lang/Object;ILjava/lang/Object;II)V"));
     }
