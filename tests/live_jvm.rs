@@ -436,6 +436,21 @@ fn calls_through_excluded_code_that_enter_nothing() {
     assert!(v.verified >= 3_500, "{} verified", v.verified);
 }
 
+/// With classes left out, a virtual call site that reaches both an instrumented method and
+/// excluded code that enters nothing must not leave its record for a later entry of that method
+/// from excluded code: a drop probe follows every call (the program says how; 1,000 of 3,002
+/// events wrong without it).
+#[test]
+fn virtual_calls_into_excluded_code_that_enter_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    let opts = format!("out={},sample=1,verify=1,include=LiveExcludedVirtual*,exclude=LiveExcludedVirtualBridge,summary=off", store.display());
+    let out = run_java_limited("LiveExcludedVirtual", &["500"], &opts, &[], None);
+    assert_eq!((out.code, out.stdout.as_str()), (Some(0), "n 500\n"), "{}", out.stderr);
+    let v = verify("LiveExcludedVirtual", &store);
+    assert!(v.verified >= 3_000, "{} verified", v.verified);
+}
+
 /// A class whose SourceFile attribute names "": the JVM's traces give its frames the file name
 /// "", and so do lucce's (`verify` compared them as no file against "" until stop 56: every
 /// such event mismatched).

@@ -38,7 +38,7 @@ use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed, xxh3_64};
 use crate::recorder::lock;
 use crate::registry::Registry;
 use crate::rewrite::relocate::{relocate, Call, CallRef, Calls, Piece, Relocatable};
-use crate::rewrite::{ClassStats, MethodInfo, RewriteError, SiteInfo, SiteKind, SiteRegistry};
+use crate::rewrite::{ClassStats, MethodInfo, ProbeChoice, RewriteError, SiteInfo, SiteKind, SiteRegistry};
 
 const PACK_MAGIC: &[u8; 8] = b"LUCCECP\0";
 const INDEX_MAGIC: &[u8; 8] = b"LUCCECI\0";
@@ -168,7 +168,7 @@ struct Files {
 
 pub struct ClassCache {
     files: Arc<Files>,
-    alloc_sites: bool,
+    probes: ProbeChoice,
     /// Opened read-only (`ClassCache::open`): classes it lacks are rewritten, not kept.
     read_only: bool,
     /// Classes not yet handed to the writer, and their bytes.
@@ -338,9 +338,9 @@ fn read_record(pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
 impl ClassCache {
     /// Opens (creating them if need be) the cache files in `dir` for this agent build and a
     /// registry that gives allocations probes or not, and reads the index.
-    pub fn open(dir: &Path, alloc_sites: bool) -> Result<ClassCache, CacheError> {
+    pub fn open(dir: &Path, probes: ProbeChoice) -> Result<ClassCache, CacheError> {
         std::fs::create_dir_all(dir).map_err(|e| CacheError::Io(dir.to_path_buf(), why_not_a_dir(dir, e)))?;
-        let stem = format!("classes-{}-{}", env!("LUCCE_AGENT_SOURCE_HASH"), if alloc_sites { "a" } else { "n" });
+        let stem = format!("classes-{}-{}", env!("LUCCE_AGENT_SOURCE_HASH"), probes.tag());
         let open = |ext: &str, write: bool| {
             let p = dir.join(format!("{stem}.{ext}"));
             match OpenOptions::new().read(true).write(write).create(write).truncate(false).open(&p) {
@@ -401,7 +401,7 @@ impl ClassCache {
             bytes_written: AtomicU64::new(0),
             records_cpu_ns: AtomicU64::new(0),
         };
-        Ok(ClassCache { files: Arc::new(files), alloc_sites, read_only, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
+        Ok(ClassCache { files: Arc::new(files), probes, read_only, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
     }
 
     /// Gives `reg` the class `class` would become, served from the cache when it holds the class
@@ -469,7 +469,7 @@ impl ClassCache {
     /// Whether `reg` rewrites as the classes in the cache were rewritten (a registry unlike it,
     /// for allocation sites or the direct rewrite, is served by the rewriter alone).
     fn suits(&self, reg: &dyn SiteRegistry) -> bool {
-        reg.alloc_sites() == self.alloc_sites && reg.direct_rewrite()
+        reg.probes() == self.probes && reg.direct_rewrite()
     }
 
     /// Serves `class` from the record at `key` if there is one that holds together: with
@@ -527,11 +527,11 @@ impl ClassCache {
         let mut w = lock(&self.writer);
         if w.is_none() {
             let (tx, rx) = mpsc::channel::<Batch>();
-            let (files, alloc_sites) = (self.files.clone(), self.alloc_sites);
+            let (files, probes) = (self.files.clone(), self.probes);
             let spawned = std::thread::Builder::new().name("lucce-class-cache".into()).spawn(move || {
                 let mut records = Records::new();
                 for batch in rx {
-                    files.make_records(batch, alloc_sites, &mut records);
+                    files.make_records(batch, probes, &mut records);
                     if records.iter().map(|(_, r)| r.len()).sum::<usize>() >= FLUSH_AT {
                         files.store(&std::mem::take(&mut records));
                     }
@@ -569,7 +569,7 @@ impl ClassCache {
         if !rest.is_empty() {
             let cpu0 = crate::hook::thread_cpu_ns();
             let mut records = Records::new();
-            self.files.make_records(rest, self.alloc_sites, &mut records);
+            self.files.make_records(rest, self.probes, &mut records);
             self.files.store(&records);
             self.files.records_cpu_ns.fetch_add(crate::hook::thread_cpu_ns().saturating_sub(cpu0), Ordering::Relaxed);
         }
@@ -603,7 +603,7 @@ fn rewritten<O>(class: &[u8], reg: &mut dyn SiteRegistry, output: impl FnOnce(&[
 /// The registry of the writer thread's rewrites, which give placeholder ids: only its mode is
 /// asked (`Relocatable::rewrite`).
 struct Mode {
-    alloc_sites: bool,
+    probes: ProbeChoice,
 }
 
 impl SiteRegistry for Mode {
@@ -613,24 +613,23 @@ impl SiteRegistry for Mode {
     fn site(&mut self, _: u32, _: &SiteInfo) -> u32 {
         0
     }
-    fn alloc_sites(&self) -> bool {
-        self.alloc_sites
+    fn probes(&self) -> ProbeChoice {
+        self.probes
     }
 }
 
 impl Files {
     /// Appends to `records` those of `batch`. A class that cannot be rewritten again as it was
     /// (or makes the rewriter panic) gets none: the next run rewrites it, as this one did.
-    fn make_records(&self, batch: Batch, alloc_sites: bool, records: &mut Records) {
+    fn make_records(&self, batch: Batch, probes: ProbeChoice, records: &mut Records) {
         for (key, kept) in batch {
             let record = catch_unwind(AssertUnwindSafe(|| match kept {
                 Kept::Class(class) => {
-                    let rel = Relocatable::rewrite(&class, &Mode { alloc_sites }).ok()?;
+                    let rel = Relocatable::rewrite(&class, &Mode { probes }).ok()?;
                     Some(encode(key, class.len(), &rel))
                 }
                 Kept::Exact { class, first } => {
-                    let reg = Registry::starting_at(first.0, first.1);
-                    let reg = if alloc_sites { reg } else { reg.without_alloc_sites() };
+                    let reg = Registry::starting_at(first.0, first.1).with_probes(probes);
                     let (rel, exact) = Relocatable::rewrite_exact(&class, &mut reg.registrar(), first).ok()?;
                     exact.then(|| encode(key, class.len(), &rel))
                 }

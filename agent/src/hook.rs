@@ -255,8 +255,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         Some(out) => {
             let r = Recorder::create(jvmti, out.clone(), &options).map_err(SetupError::Store)?;
             let r: &'static Recorder = RECORDER.get_or_init(|| r);
-            // Record mode ignores allocations (for now): no probes for them.
-            let registry = r.registry().without_alloc_sites();
+            let registry = r.registry();
             registry.set_sink(Box::new(move |m, s| r.define(m, s)));
             counters.set_record_header(&r.tables());
             (Some(r), registry)
@@ -264,7 +263,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         None => (None, Registry::new()),
     };
     // The cache only saves time: a run without it loses nothing, so it does not stop the agent.
-    let cache = options.cache.as_deref().and_then(|dir| match ClassCache::open(dir, registry.alloc_sites()) {
+    let cache = options.cache.as_deref().and_then(|dir| match ClassCache::open(dir, registry.probes()) {
         Ok(c) => Some(c),
         Err(e) => {
             eprintln!("lucce-agent: class cache off: {e}");

@@ -33,12 +33,13 @@
 //! trusted: a wrong trace on jython. Through an excluded method, until stop 57, an entry from
 //! excluded code that belonged to a frame further down: tests/live_scripts/LiveExcludedStale.java.)
 //! A call the JIT replaces by an intrinsic runs no entry probe either: the rewriter drops its
-//! record after it (rewrite/intrinsics.rs). A stale record can still be trusted only for a pair
-//! that is also a real direct call, by an entry of that same method from code lucce cannot see
-//! that belongs to a frame further down, before any probe runs: after the call site dispatched
-//! to code lucce cannot see (a native or an excluded override) that entered nothing
-//! instrumented, or after its invoke threw before the callee was entered (a null receiver) and
-//! code lucce cannot see caught the exception. The
+//! record after it (rewrite/intrinsics.rs), and with classes left out (`include=`/`exclude=`),
+//! after every call (`rewrite::ProbeChoice`), since a virtual call may reach an excluded
+//! override that enters nothing. A stale record can still be trusted only for a pair that is
+//! also a real direct call, by an entry of that same method from code lucce cannot see that
+//! belongs to a frame further down, before any probe runs: after the call threw and code lucce
+//! cannot see caught the exception, or, with nothing left out, after the call site dispatched to
+//! a native override that entered nothing (docs/agent.md, "Known limits"). The
 //! upcalls the JVM makes while resolving an invoke (`loadClass`, `<clinit>`) are entered straight
 //! from the invoke with its own record, but do not have the name the invoke references, so they
 //! get a location site too: with the call site, a later stale record of that site was trusted
@@ -67,7 +68,7 @@ use crate::diag;
 use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, signature_class, Error as JvmtiError, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod, JVMTI_ERROR_INVALID_SLOT};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 use crate::rewrite::probes::EntryProbe;
-use crate::rewrite::{is_invoke, OP_RETURN};
+use crate::rewrite::{is_invoke, ProbeChoice, OP_RETURN};
 
 /// Events a thread buffers before handing them to the writer.
 const BUFFER_EVENTS: usize = 1024;
@@ -78,6 +79,18 @@ const FLUSH_EVERY: Duration = Duration::from_millis(200);
 /// Frames fetched per GetStackTrace call of a walk (a walk usually stops within a few; the cost
 /// of the call grows with the frames asked for).
 const WALK_CHUNK: usize = 16;
+
+/// What a walk passed over between a callee and its caller frame, the worst kind kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Between {
+    Nothing,
+    /// Only frames of hidden classes.
+    HiddenClasses,
+    /// Methods left out or left unrewritten (and maybe hidden classes).
+    LeftOut,
+    /// A native method.
+    Native,
+}
 
 /// What a stack frame's method is to the walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +103,11 @@ enum FrameKind {
     Lucce,
     /// Native methods: invisible to lucce, and where the JVM's own upcalls start.
     Native,
-    /// Hidden classes, excluded or unrewritable methods: invisible to lucce.
-    Invisible,
+    /// Hidden classes: invisible to lucce (in traces; most of them are instrumented, those from
+    /// before VMInit and from the CDS archive are not).
+    HiddenClass,
+    /// Methods of classes left out (`include=`/`exclude=`) or left unrewritten: invisible.
+    LeftOut,
     /// Code from before the rewrite (replaced by it while this frame ran): nothing below is known.
     Obsolete,
     /// A version of a rewritten method that a redefinition replaced while this frame ran it: to a
@@ -210,6 +226,10 @@ pub struct Recorder {
     pub out: PathBuf,
     sample: u64,
     verify: u64,
+    /// Classes are left out (`include=`/`exclude=`): the rewriter puts a drop probe after every
+    /// call (`rewrite::ProbeChoice`), so pairs entered through left-out code may be trusted
+    /// (`caller_frame`).
+    drop_after_calls: bool,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
     /// jmethodID → what each byte of its bytecode is, as [`OpKinds`] (walks look up the opcode
     /// under a frame; GetBytecodes copies and reconstitutes the whole method, so once per
@@ -642,6 +662,7 @@ impl Recorder {
             out,
             sample: options.sample,
             verify: options.verify,
+            drop_after_calls: !options.include.is_empty() || !options.exclude.is_empty(),
             frames: RwLock::new(FxHashMap::default()),
             op_kinds: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
@@ -658,10 +679,13 @@ impl Recorder {
         })
     }
 
-    /// The registry that numbers methods and sites after the encoder's virtual roots.
+    /// The registry that numbers methods and sites after the encoder's virtual roots, and asks
+    /// for record mode's probes: none for allocations (not recorded yet), and with classes left
+    /// out a drop probe after every call.
     pub fn registry(&self) -> Registry {
         let (m, s) = self.encoder.next_ids();
-        Registry::starting_at(m.0, s.0)
+        let probes = ProbeChoice { alloc_sites: false, drop_after_calls: self.drop_after_calls };
+        Registry::starting_at(m.0, s.0).with_probes(probes)
     }
 
     /// A class's methods and sites, as the rewriter registered them (the publish sink): one
@@ -839,9 +863,9 @@ impl Recorder {
             let mut start = depth;
             let mut callee_done = callee_done;
             let (mut pending, mut callee) = (pending, callee);
-            // Whether the walk passed over no frame between the callee and its caller: with
-            // anything in between, the pending record may be another frame's.
-            let mut direct = true;
+            // What was passed over between the callee and its caller: with anything, the pending
+            // record may be another frame's.
+            let mut between = Between::Nothing;
             loop {
                 if self.jvmti.current_stack(start as jint, WALK_CHUNK, &mut stack).is_err() {
                     return Caller::Truncated;
@@ -860,7 +884,7 @@ impl Recorder {
                     }
                     let leaf = match kind {
                         FrameKind::Instrumented { id, ctx_slot } | FrameKind::Replaced { id, ctx_slot: Some(ctx_slot) } => {
-                            match self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, direct, callee) {
+                            match self.caller_frame(id, ctx_slot, (start + i) as jint, f, pending, between, callee) {
                                 Some(caller) => return caller,
                                 None => id, // no context in its locals: as a leaf's
                             }
@@ -874,15 +898,23 @@ impl Recorder {
                             None => return Caller::Truncated,
                         },
                         FrameKind::Obsolete => return Caller::Truncated,
-                        FrameKind::Invisible | FrameKind::Native => {
-                            direct = false;
+                        FrameKind::HiddenClass => {
+                            between = between.max(Between::HiddenClasses);
+                            continue;
+                        }
+                        FrameKind::LeftOut => {
+                            between = between.max(Between::LeftOut);
+                            continue;
+                        }
+                        FrameKind::Native => {
+                            between = Between::Native;
                             continue;
                         }
                         FrameKind::Lucce => continue,
                     };
                     // A leaf: the next frame to find is its caller.
                     leaves.push((leaf, f.method, f.location));
-                    (pending, callee, direct) = (None, Some(leaf), true);
+                    (pending, callee, between) = (None, Some(leaf), Between::Nothing);
                 }
                 if stack.len() < WALK_CHUNK {
                     return Caller::Thread;
@@ -928,16 +960,14 @@ impl Recorder {
     /// another instruction of the frame. (The names are compared as 64-bit hashes,
     /// `rewrite::target_key`.)
     ///
-    /// A callee entered through frames lucce cannot see (native methods, excluded or unrewritten
-    /// methods, hidden classes not instrumented) always gets a location site (the same line, and
-    /// no probe ever names it): its entries then walk every time, which the walk memo keeps
-    /// cheap. Admitted with the call site, the pair would be trusted for any later entry of the
-    /// callee from such code that finds the site's record valid, and nothing makes the record
-    /// stale: a call into invisible code that enters nothing instrumented leaves it valid, and
-    /// the next entry from invisible code may belong to a frame further down (a recursion one
-    /// level too deep: tests/live_scripts/LiveExcludedStale.java; through a native method,
-    /// jython's `Modules.transformedByAgent`, upcalled inside `findBootstrapClass` and
-    /// `defineClass0`).
+    /// A callee entered through frames lucce cannot see keeps the record's call site only where
+    /// that record cannot be stale (`call_site_allowed` below); otherwise it gets a location site
+    /// (the same line, and no probe ever names it), and its entries walk every time, which the
+    /// walk memo keeps cheap. Admitted with the call site, the pair is trusted for any later
+    /// entry of the callee from such code that finds the site's record valid: also a stale one,
+    /// left by a call into invisible code that entered nothing instrumented, when the entry
+    /// belongs to a frame further down (a recursion one level too deep:
+    /// tests/live_scripts/LiveExcludedStale.java).
     ///
     /// None when the frame's version is [`UNKNOWN_VERSION`] or not stored yet (below): the walk
     /// goes on below it and computes its context as a leaf's, from its caller.
@@ -949,21 +979,45 @@ impl Recorder {
         depth: jint,
         f: &FrameInfo,
         pending: Option<(u32, Context)>,
-        direct: bool,
+        between: Between,
         callee: Option<u32>,
     ) -> Option<Caller> {
+        let direct = between == Between::Nothing;
+        // The pending record of this frame's current invoke, if the record can be that.
+        let own = pending.filter(|&(site, _)| self.at_call(f.method, f.location, site) && crate::hook::site_method(site) == Some(id));
+        // Whether the edge may carry that record's call site, or must get a location site:
+        // - straight from the invoke: only the call itself, not a resolution upcall (above);
+        // - through hidden classes only (lambda proxies from the CDS archive, lambda forms from
+        //   before VMInit, which lucce cannot instrument: adapters that call their target):
+        //   yes. javac's streams enter `FindOps$FindSink$OfRef.<init>` through an archived
+        //   proxy about 35,000 times a run, each a walk that reads the frame's locals with a
+        //   location site (stop 57, measured before this case was allowed again);
+        // - through methods left out or unrewritten: only when a drop probe follows every call
+        //   (`drop_after_calls`: with classes left out). A valid record's call has then not
+        //   returned, and nothing instrumented has been entered since its probe, so it is this
+        //   live frame's. Without the drops, a call into such code that entered nothing left
+        //   the record valid for an entry further down (LiveExcludedStale);
+        // - through a native method: no; the same upcall made later from another native, after
+        //   the call site's record went stale, would be trusted (jython:
+        //   `Modules.transformedByAgent`, upcalled inside `findBootstrapClass` and `defineClass0`).
+        let call_site_allowed = |site: u32| match between {
+            Between::Nothing => callee.is_none_or(|m| crate::hook::site_may_call(site, m)),
+            Between::HiddenClasses => true,
+            Between::LeftOut => self.drop_after_calls,
+            Between::Native => false,
+        };
         let location = |ctx: Context| self.location_caller(id, f.method, f.location, ctx);
-        // The pending record of this frame's current invoke, if the callee was entered straight
-        // from it (above).
-        let own = pending.filter(|&(site, _)| direct && self.at_call(f.method, f.location, site) && crate::hook::site_method(site) == Some(id));
-        if let Some((site, pc)) = own {
-            let call = callee.is_none_or(|m| crate::hook::site_may_call(site, m));
-            return Some(if call { Caller::Frame { site, ctx: pc } } else { location(pc) });
+        if let Some((site, pc)) = own.filter(|_| direct) {
+            return Some(if call_site_allowed(site) { Caller::Frame { site, ctx: pc } } else { location(pc) });
         }
+        let finish = |ctx: Context| match own {
+            Some((site, pc)) if pc == ctx && call_site_allowed(site) => Caller::Frame { site, ctx },
+            _ => location(ctx),
+        };
         let key = self.memo_key(id, depth);
         if let Some(ctx) = key.as_deref().and_then(|k| TLS.with(|t| t.walk_memo.borrow().get(k))) {
             self.stats.memo_hits.fetch_add(1, Ordering::Relaxed);
-            return Some(location(ctx));
+            return Some(finish(ctx));
         }
         self.stats.local_reads.fetch_add(1, Ordering::Relaxed);
         let c = self.jvmti.local_long(depth, ctx_slot);
@@ -1001,7 +1055,7 @@ impl Recorder {
         if let Some(key) = key {
             TLS.with(|t| t.walk_memo.borrow_mut().put(key, ctx));
         }
-        Some(location(ctx))
+        Some(finish(ctx))
     }
 
     /// The key under which a thread's [`WalkMemo`] keeps the context of a frame of instrumented
@@ -1024,7 +1078,7 @@ impl Recorder {
                 let method = match self.frame_kind(f.method) {
                     FrameKind::Instrumented { id, .. } | FrameKind::Leaf { id } => 1 << 47 | u64::from(id),
                     FrameKind::Unlearned => 1 << 47 | u64::from(self.learn_current(f.method)?),
-                    FrameKind::Lucce | FrameKind::Native | FrameKind::Invisible => Some(f.method as u64).filter(|&m| m < 1 << 47)?,
+                    FrameKind::Lucce | FrameKind::Native | FrameKind::HiddenClass | FrameKind::LeftOut => Some(f.method as u64).filter(|&m| m < 1 << 47)?,
                     FrameKind::Obsolete | FrameKind::Replaced { .. } => return None,
                 };
                 key.push(method << 16 | (f.location as u64 & 0xFFFF));
@@ -1088,13 +1142,16 @@ impl Recorder {
             return self.obsolete_kind(m);
         }
         let (class, hidden) = signature_class(&sig).unwrap_or((&sig, false));
-        if hidden || !crate::hook::class_wanted(class) {
-            return FrameKind::Invisible;
+        if hidden {
+            return FrameKind::HiddenClass;
+        }
+        if !crate::hook::class_wanted(class) {
+            return FrameKind::LeftOut;
         }
         let Ok((name, desc)) = j.method_name(m) else { return FrameKind::Obsolete };
         let key = format!("{class}.{name}{desc}");
         if self.unrewritten.read().unwrap_or_else(|e| e.into_inner()).contains(&key) {
-            return FrameKind::Invisible;
+            return FrameKind::LeftOut;
         }
         FrameKind::Unlearned
     }
@@ -1271,7 +1328,7 @@ impl Recorder {
                 FrameKind::Instrumented { id, .. } | FrameKind::Leaf { id } => Some(id),
                 FrameKind::Unlearned => self.learn_leaf(f, depth as jint).or_else(|| self.learn_entering(f)),
                 FrameKind::Obsolete => None,
-                FrameKind::Native | FrameKind::Invisible | FrameKind::Lucce => continue,
+                FrameKind::Native | FrameKind::HiddenClass | FrameKind::LeftOut | FrameKind::Lucce => continue,
             };
             caller = match id.map(|id| (id, self.enter_from(caller, MethodId(id)))) {
                 Some((id, Ok(ctx))) => self.location_caller(id, f.method, f.location, ctx),

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde::Serialize;
 
-use crate::rewrite::{MethodInfo, SiteInfo, SiteKind, SiteRegistry};
+use crate::rewrite::{MethodInfo, ProbeChoice, SiteInfo, SiteKind, SiteRegistry};
 
 /// A method with code. Its strings live in one text shared by the methods of its class (one
 /// allocation per class instead of several per method), which also holds the class's name and
@@ -145,8 +145,8 @@ pub struct Registry {
     next_site: AtomicU32,
     tables: Mutex<Tables>,
     sink: OnceLock<PublishSink>,
-    /// See `SiteRegistry::alloc_sites`.
-    no_alloc_sites: bool,
+    /// See `SiteRegistry::probes`.
+    probes: ProbeChoice,
 }
 
 impl Registry {
@@ -163,9 +163,9 @@ impl Registry {
         r
     }
 
-    /// This registry asks the rewriter for no allocation probes.
-    pub fn without_alloc_sites(mut self) -> Self {
-        self.no_alloc_sites = true;
+    /// This registry asks the rewriter for `probes`.
+    pub fn with_probes(mut self, probes: ProbeChoice) -> Self {
+        self.probes = probes;
         self
     }
 
@@ -191,9 +191,9 @@ impl Registry {
         self.tables.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether allocations get probes ([`SiteRegistry::alloc_sites`] of its registrars).
-    pub fn alloc_sites(&self) -> bool {
-        !self.no_alloc_sites
+    /// The optional probes of its rewrites ([`SiteRegistry::probes`] of its registrars).
+    pub fn probes(&self) -> ProbeChoice {
+        self.probes
     }
 
     /// A method id for a method the rewriter did not make (the recorder's twins of replaced
@@ -374,8 +374,8 @@ fn put<T>(v: &mut Vec<Option<T>>, id: u32, x: T) {
 }
 
 impl SiteRegistry for ClassRegistrar<'_> {
-    fn alloc_sites(&self) -> bool {
-        !self.reg.no_alloc_sites
+    fn probes(&self) -> ProbeChoice {
+        self.reg.probes
     }
 
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {

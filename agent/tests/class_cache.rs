@@ -9,7 +9,7 @@ mod rewrite_common;
 
 use lucce_agent::class_cache::{CacheError, CacheStats, ClassCache, FORMAT_VERSION, MAX_PACK};
 use lucce_agent::registry::{ClassRegistrar, Registry};
-use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
+use lucce_agent::rewrite::{rewrite_class, MethodInfo, ProbeChoice, SiteInfo, SiteRegistry};
 use rewrite_common::Recorder;
 
 /// Ids from here on: the rewriter pushes every id from a constant of its own, as a class served
@@ -52,7 +52,7 @@ fn served(cache: &ClassCache, classes: &[Vec<u8>]) -> Run {
 }
 
 fn open(dir: &Path) -> ClassCache {
-    ClassCache::open(dir, true).unwrap_or_else(|e| panic!("open: {e}"))
+    ClassCache::open(dir, ProbeChoice::default()).unwrap_or_else(|e| panic!("open: {e}"))
 }
 
 fn counts(s: &CacheStats) -> (u64, u64, u64) {
@@ -257,7 +257,7 @@ fn foreign_files_are_refused() {
     let mut header = std::fs::read(&index).unwrap();
     header[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     std::fs::write(&index, &header).unwrap();
-    match ClassCache::open(dir.path(), true) {
+    match ClassCache::open(dir.path(), ProbeChoice::default()) {
         Err(e @ CacheError::Version { found, .. }) => {
             assert_eq!(found, FORMAT_VERSION + 1);
             let text = e.to_string();
@@ -267,23 +267,23 @@ fn foreign_files_are_refused() {
     }
     // Not a cache file at all: refused, and left as it was.
     std::fs::write(&pack, b"some other file").unwrap();
-    assert!(matches!(ClassCache::open(dir.path(), true), Err(CacheError::NotACache(p)) if p == pack));
+    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default()), Err(CacheError::NotACache(p)) if p == pack));
     assert_eq!(std::fs::read(&pack).unwrap(), b"some other file");
     // A pack that is not a regular file (here /dev/null, which would swallow every record).
     std::fs::remove_file(&pack).unwrap();
     std::os::unix::fs::symlink("/dev/null", &pack).unwrap();
-    assert!(matches!(ClassCache::open(dir.path(), true), Err(CacheError::NotAFile(p)) if p == pack));
+    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default()), Err(CacheError::NotAFile(p)) if p == pack));
     // A directory that cannot be made.
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"").unwrap();
-    assert!(matches!(ClassCache::open(&file.join("cache"), true), Err(CacheError::Io(..))));
+    assert!(matches!(ClassCache::open(&file.join("cache"), ProbeChoice::default()), Err(CacheError::Io(..))));
     // A file or a loop of symbolic links where the directory should be: named as such, not as
     // "File exists".
     let loop_a = dir.path().join("loop-a");
     std::os::unix::fs::symlink(dir.path().join("loop-b"), &loop_a).unwrap();
     std::os::unix::fs::symlink(&loop_a, dir.path().join("loop-b")).unwrap();
     for (path, why) in [(&file, "Not a directory"), (&loop_a, "symbolic links")] {
-        let text = ClassCache::open(path, true).err().expect("opened").to_string();
+        let text = ClassCache::open(path, ProbeChoice::default()).err().expect("opened").to_string();
         assert!(text.contains(why), "{text}");
     }
 }
@@ -365,11 +365,16 @@ fn other_builds_files_go_once_a_week_old() {
 
 #[test]
 fn the_mode_names_the_files() {
-    // Record mode has no allocation probes: its classes are another cache's.
+    // Record mode has no allocation probes, and with classes left out drops after every call:
+    // its classes are other caches'.
     let classes = jdk_classes();
     let dir = filled(classes, &direct(classes));
-    let other = ClassCache::open(dir.path(), false).unwrap();
-    assert_eq!(other.stats().entries_at_start, 0);
+    for drop_after_calls in [false, true] {
+        let other = ClassCache::open(dir.path(), ProbeChoice { alloc_sites: false, drop_after_calls }).unwrap();
+        assert_eq!(other.stats().entries_at_start, 0);
+    }
+    let drops = ClassCache::open(dir.path(), ProbeChoice { drop_after_calls: true, ..ProbeChoice::default() }).unwrap();
+    assert_eq!(drops.stats().entries_at_start, 0);
 }
 
 /// Writes `value` at byte `at` of index entry `i` (16-byte header, 32-byte entries: hash 16,
@@ -425,7 +430,7 @@ fn a_header_cut_short_is_written_again() {
     let dir = filled(classes, &want);
     let (_, index) = files(dir.path());
     std::fs::write(&index, b"LUCCEXX").unwrap();
-    assert!(matches!(ClassCache::open(dir.path(), true), Err(CacheError::NotACache(p)) if p == index));
+    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default()), Err(CacheError::NotACache(p)) if p == index));
 }
 
 #[test]

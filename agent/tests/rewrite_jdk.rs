@@ -9,7 +9,7 @@ mod rewrite_common;
 
 use lucce_agent::rewrite::check::check_class;
 use lucce_agent::rewrite::relocate::Relocatable;
-use lucce_agent::rewrite::{rewrite_class, MethodInfo, SiteInfo, SiteRegistry};
+use lucce_agent::rewrite::{rewrite_class, MethodInfo, ProbeChoice, SiteInfo, SiteRegistry};
 
 #[derive(Default)]
 struct Counter {
@@ -26,8 +26,8 @@ impl SiteRegistry for Counter {
         !self.general
     }
 
-    fn alloc_sites(&self) -> bool {
-        !self.no_alloc_sites
+    fn probes(&self) -> ProbeChoice {
+        ProbeChoice { alloc_sites: !self.no_alloc_sites, drop_after_calls: false }
     }
 
     fn method(&mut self, _m: &MethodInfo<'_>) -> u32 {

@@ -433,7 +433,7 @@ fn rewrite_direct<'a>(
     let site_locals = ProbeLocals::after(c.max_locals, false).ok_or(SkipReason::TooManyLocals)?;
     let known_refs = pool.runtime_refs_appended();
     let tail = probes::SiteTail::new(site_locals, &known_refs.unwrap_or_default());
-    let alloc_probes = reg.alloc_sites();
+    let probes = reg.probes();
     // The method's id, push and probe locals and its entry probe's length, taken at its first
     // site.
     let mut method: Option<(u32, IntPush, ProbeLocals, u32)> = None;
@@ -458,9 +458,9 @@ fn rewrite_direct<'a>(
         };
         let Invoked { api, target, drop } = invoked;
         let id = reg.site(method_id, &SiteInfo { kind, bci: off, line, api, target });
-        Ok((push_for(id, pool), entry_len, drop))
+        Ok((push_for(id, pool), entry_len, kind == SiteKind::Call && (drop || probes.drop_after_calls)))
     };
-    if let Walk::Switch = s.direct.walk(code, alloc_probes, &tail, known_refs.is_some(), site)? {
+    if let Walk::Switch = s.direct.walk(code, probes.alloc_sites, &tail, known_refs.is_some(), site)? {
         return Ok(Walk::Switch);
     }
     let (method_push, locals) = match method {
@@ -516,11 +516,12 @@ fn rewrite_general<'a>(
             d.nprobes += 1;
         }
     }
-    if !reg.alloc_sites() {
+    let probes = reg.probes();
+    if !probes.alloc_sites {
         d.drop_alloc_probes();
     }
     for ins in d.insns.iter_mut().filter(|ins| ins.probe == Probe::Call && ins.op != OP_RETURN) {
-        ins.drop = invoke_target(code, ins.off, &pool.cp, &mut s.targets).drop;
+        ins.drop = probes.drop_after_calls || invoke_target(code, ins.off, &pool.cp, &mut s.targets).drop;
         d.ndrops += ins.drop as u32;
     }
     // A method without site probes is a leaf (probes.rs): one int local, no extra stack.

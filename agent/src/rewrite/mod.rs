@@ -83,10 +83,9 @@ pub trait SiteRegistry {
     /// the method just given an id), so that a registry shared by threads can take their ids in
     /// one step.
     fn reserve_sites(&mut self, _n: u32) {}
-    /// Whether allocations get probes (record mode has no use for them yet; without them more
-    /// methods are leaves).
-    fn alloc_sites(&self) -> bool {
-        true
+    /// The optional probes the rewriter puts in.
+    fn probes(&self) -> ProbeChoice {
+        ProbeChoice::default()
     }
     /// Whether a method may take the direct rewrite (`method.rs`). Both rewrites give the same
     /// bytes and registry calls for well-formed code; false makes every method take the general
@@ -144,6 +143,39 @@ pub struct SiteInfo {
     /// (for invokedynamic, [`indy_target_key`] of its descriptor); [`ANY_TARGET`] for a call of
     /// a method of `MethodHandle` or `VarHandle` and for an allocation site.
     pub target: u64,
+}
+
+/// The probes a rewrite puts in beyond entry, call and intrinsic drop probes: a registry's
+/// choice ([`SiteRegistry::probes`]), which the class cache keeps apart (files per choice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeChoice {
+    /// Allocation probes (record mode has no use for them yet; without them more methods are
+    /// leaves).
+    pub alloc_sites: bool,
+    /// A drop probe after every invoke, not only after those the JIT may replace by an intrinsic
+    /// (intrinsics.rs): for a recording that leaves classes out, whose methods a virtual call
+    /// may reach and return from without entering anything instrumented, leaving the record
+    /// valid for a later entry from them (agent/src/recorder.rs, "Which frame called me").
+    pub drop_after_calls: bool,
+}
+
+impl Default for ProbeChoice {
+    /// Counting mode's.
+    fn default() -> Self {
+        ProbeChoice { alloc_sites: true, drop_after_calls: false }
+    }
+}
+
+impl ProbeChoice {
+    /// The part of the class cache's file names that tells the choice.
+    pub fn tag(self) -> &'static str {
+        match (self.alloc_sites, self.drop_after_calls) {
+            (true, false) => "a",
+            (false, false) => "n",
+            (true, true) => "ad",
+            (false, true) => "nd",
+        }
+    }
 }
 
 /// The `target` of a call site whose callee may have any name: the signature-polymorphic

@@ -14,7 +14,7 @@
 use std::cell::Cell;
 
 use super::classfile::{be_i32, be_u16, ConstPool, PoolBuffers, TAG_INTEGER};
-use super::{rewrite_class_with, ClassStats, MethodInfo, RewriteError, SiteInfo, SiteRegistry};
+use super::{rewrite_class_with, ClassStats, MethodInfo, ProbeChoice, RewriteError, SiteInfo, SiteRegistry};
 
 /// The first placeholder id; call `k` of a recorded rewrite gets `PLACEHOLDER_BASE + k`.
 const PLACEHOLDER_BASE: u32 = 1 << 30;
@@ -65,7 +65,7 @@ impl OwnedMethodInfo {
 
 /// A registry that records its calls and the ids they got: placeholders, or with a `live`
 /// registry, that registry's own ids (an exact record). It rewrites as the live registry it
-/// stands for would (the same `alloc_sites` and `direct_rewrite`).
+/// stands for would (the same `probes` and `direct_rewrite`).
 struct Recorder<'r> {
     calls: Vec<Call>,
     /// (id, call number) of each method call.
@@ -73,15 +73,15 @@ struct Recorder<'r> {
     /// The id of each site call.
     sites: Vec<u32>,
     live: Option<&'r mut dyn SiteRegistry>,
-    alloc_sites: bool,
+    probes: ProbeChoice,
     direct_rewrite: bool,
 }
 
 impl<'r> Recorder<'r> {
     /// Placeholder ids, for a run whose registry is like `like`.
     fn placeholders(like: &dyn SiteRegistry) -> Self {
-        let (alloc_sites, direct_rewrite) = (like.alloc_sites(), like.direct_rewrite());
-        Recorder { calls: Vec::new(), methods: Vec::new(), sites: Vec::new(), live: None, alloc_sites, direct_rewrite }
+        let (probes, direct_rewrite) = (like.probes(), like.direct_rewrite());
+        Recorder { calls: Vec::new(), methods: Vec::new(), sites: Vec::new(), live: None, probes, direct_rewrite }
     }
 
     /// `live`'s own ids.
@@ -124,8 +124,8 @@ impl SiteRegistry for Recorder<'_> {
         // Not an id: kept for the replay, which passes it on.
         self.calls.push(Call::Reserve(n));
     }
-    fn alloc_sites(&self) -> bool {
-        self.alloc_sites
+    fn probes(&self) -> ProbeChoice {
+        self.probes
     }
     fn direct_rewrite(&self) -> bool {
         self.direct_rewrite
