@@ -1,16 +1,16 @@
 /**
- * A pair ⟨call site, callee⟩ entered through code lucce cannot see is never trusted again (test
- * `calls_through_excluded_code_that_enter_nothing`; agent/src/recorder.rs, `caller_frame`). Run
- * with the bridge excluded (or only this class included). `f` calls the excluded
+ * A call into left-out code that enters nothing instrumented must not leave its record for a
+ * later entry from left-out code further down (test `calls_through_excluded_code_that_enter_nothing`;
+ * docs/agent.md, "Known limits"). Run with the bridge left out. `f` calls
  * `LiveExcludedStaleBridge.run` at one call site S. In mode 0, `run` calls `g` straight away:
- * `g`'s entry walks through the `run` frame. In mode 1, `f(1)` calls `run(1)`, which calls
- * `f(0)`; `f(0)` calls `run(0)` at S, which enters no instrumented method, so the record ⟨S,
- * context of f(0)⟩ stays valid after `f(0)` returns. Back in `run(1)`, `g`'s entry takes that
- * record. Until stop 57 the walk through `run` admitted the pair ⟨S, g⟩ with the call site, so
- * that record was trusted, and `g` (and `h` below it) decoded with one `f` level too many: 1,000
- * of 3,501 events wrong with `sample=1` over 500 rounds (a helper's reduction of a Groovy run
- * with Groovy's runtime excluded). The JDK is called only outside the loop, so no intrinsic is
- * involved (the same with -Xint).
+ * `g`'s entry walks through the `run` frame and admits the pair ⟨S, g⟩ with the call site. In
+ * mode 1, `f(1)` calls `run(1)`, which calls `f(0)`; `f(0)` calls `run(0)` at S, which enters no
+ * instrumented method. Back in `run(1)`, `g`'s entry looks for a record: with stop 56's agent the
+ * one of `f(0)`'s call was still valid, and trusted, and `g` (and `h` below it) decoded with one
+ * `f` level too many: 1,000 of 3,501 events wrong with `sample=1` over 500 rounds (a helper's
+ * reduction of a Groovy run with only the script's classes included). With classes left out a
+ * drop probe follows every call, so no record outlives its call. The JDK is called only outside
+ * the loop, so no intrinsic is involved (the same with -Xint).
  */
 public class LiveExcludedStale {
     static long n;
