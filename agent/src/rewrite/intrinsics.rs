@@ -58,6 +58,11 @@ fn keys() -> &'static Keys {
 /// method may: the JIT inlines through a constant method handle (`invokeExact`, and the
 /// `linkTo*` and `invokeBasic` calls of lambda forms) into its target, intrinsics included.
 pub fn may_be_intrinsic(class: &[u8], name: &[u8], descriptor: &[u8]) -> bool {
+    listed(class, name, descriptor, target_key(name, descriptor))
+}
+
+/// [`may_be_intrinsic`] given `name_key`, the [`target_key`] of `name` and `descriptor`.
+pub(crate) fn listed(class: &[u8], name: &[u8], descriptor: &[u8], name_key: u64) -> bool {
     if class == b"java/lang/invoke/MethodHandle" {
         return true;
     }
@@ -65,7 +70,7 @@ pub fn may_be_intrinsic(class: &[u8], name: &[u8], descriptor: &[u8]) -> bool {
     if name == b"<init>" {
         keys.constructors.contains(&target_key(class, descriptor))
     } else {
-        keys.methods.contains(&target_key(name, descriptor))
+        keys.methods.contains(&name_key)
     }
 }
 

@@ -808,18 +808,17 @@ impl Target {
         };
         let class = class.and_then(|c| cp.class_name(c));
         let lucce_api = class == Some(b"lucce/Lucce");
-        let intrinsic = match (class, nat) {
-            (Some(class), Some((n, d))) if !indy => cp.utf8(n).zip(cp.utf8(d)).is_some_and(|(n, d)| super::intrinsics::may_be_intrinsic(class, n, d)),
-            _ => false,
+        if indy {
+            let key = nat.and_then(|(_, d)| super::indy_target_key(cp.utf8(d)?)).unwrap_or(super::ANY_TARGET);
+            return Target { indy, lucce_api, key, intrinsic: false };
+        }
+        let Some((n, d)) = nat.and_then(|(n, d)| cp.utf8(n).zip(cp.utf8(d))) else {
+            return Target { indy, lucce_api, key: super::ANY_TARGET, intrinsic: false };
         };
-        let key = if matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle")) {
-            super::ANY_TARGET
-        } else if indy {
-            nat.and_then(|(_, d)| super::indy_target_key(cp.utf8(d)?)).unwrap_or(super::ANY_TARGET)
-        } else {
-            nat.and_then(|(n, d)| Some(super::target_key(cp.utf8(n)?, cp.utf8(d)?)))
-                .unwrap_or(super::ANY_TARGET)
-        };
+        let name_key = super::target_key(n, d);
+        let any = matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle"));
+        let key = if any { super::ANY_TARGET } else { name_key };
+        let intrinsic = class.is_some_and(|c| super::intrinsics::listed(c, n, d, name_key));
         Target { indy, lucce_api, key, intrinsic }
     }
 }
