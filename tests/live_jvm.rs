@@ -279,6 +279,19 @@ struct Verified {
     verified: u64,
 }
 
+/// Runs `main ARGS` with the agent (`out=STORE,summary=off,` then `opts`), which must exit 0 and,
+/// when given, print `stdout`; then [`verify`] on its store.
+fn run_verified(main: &str, args: &[&str], opts: &str, stdout: Option<&str>) -> Verified {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = tmp.path().join("store");
+    let out = run_java_limited(main, args, &format!("out={},summary=off,{opts}", store.display()), &[], None);
+    assert_eq!(out.code, Some(0), "{main} failed:\n{}", out.stderr);
+    if let Some(expected) = stdout {
+        assert_eq!(out.stdout, expected, "{main}'s output");
+    }
+    verify(main, &store)
+}
+
 /// `lucce verify STORE`: exit 0 and "0 mismatches".
 fn verify(what: &str, store: &Path) -> Verified {
     let out = run_lucce(&[&"verify".into(), &store.into(), &"--show".into(), &"5".into()]);
@@ -428,12 +441,7 @@ fn calls_from_excluded_code_take_remembered_contexts() {
 /// trusted).
 #[test]
 fn calls_through_excluded_code_that_enter_nothing() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let store = tmp.path().join("store");
-    let opts = format!("out={},sample=1,verify=1,include=LiveExcludedStale,summary=off", store.display());
-    let out = run_java_limited("LiveExcludedStale", &["500"], &opts, &[], None);
-    assert_eq!((out.code, out.stdout.as_str()), (Some(0), "n 500\n"), "{}", out.stderr);
-    let v = verify("LiveExcludedStale", &store);
+    let v = run_verified("LiveExcludedStale", &["500"], "sample=1,verify=1,include=LiveExcludedStale", Some("n 500\n"));
     assert!(v.verified >= 3_500, "{} verified", v.verified);
 }
 
@@ -443,12 +451,8 @@ fn calls_through_excluded_code_that_enter_nothing() {
 /// events wrong without it).
 #[test]
 fn virtual_calls_into_excluded_code_that_enter_nothing() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let store = tmp.path().join("store");
-    let opts = format!("out={},sample=1,verify=1,include=LiveExcludedVirtual*,exclude=LiveExcludedVirtualBridge,summary=off", store.display());
-    let out = run_java_limited("LiveExcludedVirtual", &["500"], &opts, &[], None);
-    assert_eq!((out.code, out.stdout.as_str()), (Some(0), "n 500\n"), "{}", out.stderr);
-    let v = verify("LiveExcludedVirtual", &store);
+    let opts = "sample=1,verify=1,include=LiveExcludedVirtual*,exclude=LiveExcludedVirtualBridge";
+    let v = run_verified("LiveExcludedVirtual", &["500"], opts, Some("n 500\n"));
     assert!(v.verified >= 3_000, "{} verified", v.verified);
 }
 
@@ -472,12 +476,7 @@ fn empty_source_file_names() {
 /// this program gives 1,488 of 23,050 events wrong.
 #[test]
 fn calls_into_jit_intrinsics() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let store = tmp.path().join("store");
-    let opts = format!("out={},sample=97,verify=1,exclude=LiveIntrinsicsBridge,summary=off", store.display());
-    let out = run_java_limited("LiveIntrinsics", &["2000000"], &opts, &[], None);
-    assert_eq!(out.code, Some(0), "LiveIntrinsics failed:\n{}", out.stderr);
-    let v = verify("LiveIntrinsics", &store);
+    let v = run_verified("LiveIntrinsics", &["2000000"], "sample=97,verify=1,exclude=LiveIntrinsicsBridge", None);
     assert!(v.verified >= 20_000, "{} verified", v.verified);
 }
 

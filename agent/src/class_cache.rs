@@ -336,8 +336,8 @@ fn read_record(pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
 }
 
 impl ClassCache {
-    /// Opens (creating them if need be) the cache files in `dir` for this agent build and a
-    /// registry that gives allocations probes or not, and reads the index.
+    /// Opens (creating them if need be) the cache files in `dir` for this agent build and the
+    /// registry's choice of `probes`, and reads the index.
     pub fn open(dir: &Path, probes: ProbeChoice) -> Result<ClassCache, CacheError> {
         std::fs::create_dir_all(dir).map_err(|e| CacheError::Io(dir.to_path_buf(), why_not_a_dir(dir, e)))?;
         let stem = format!("classes-{}-{}", env!("LUCCE_AGENT_SOURCE_HASH"), probes.tag());
@@ -407,7 +407,7 @@ impl ClassCache {
     /// Gives `reg` the class `class` would become, served from the cache when it holds the class
     /// and rewritten (and kept for the cache) when not; `output` gets the class's bytes as the
     /// rewriter's output does (`rewrite::rewrite_class_with`). A registry unlike the cache's
-    /// (allocation sites, the direct rewrite) is served by the rewriter alone.
+    /// (its probes, the direct rewrite) is served by the rewriter alone.
     pub fn serve<O>(
         &self,
         class: &[u8],
@@ -467,7 +467,7 @@ impl ClassCache {
     }
 
     /// Whether `reg` rewrites as the classes in the cache were rewritten (a registry unlike it,
-    /// for allocation sites or the direct rewrite, is served by the rewriter alone).
+    /// for its probes or the direct rewrite, is served by the rewriter alone).
     fn suits(&self, reg: &dyn SiteRegistry) -> bool {
         reg.probes() == self.probes && reg.direct_rewrite()
     }

@@ -26,16 +26,18 @@
 //! the thread root.
 //!
 //! So a stale pending record (its call went to code lucce cannot see and returned, or threw)
-//! never attaches an entry to a returned frame: a pair ⟨call site, callee⟩ is never admitted
-//! through a frame lucce cannot see, so ⟨stale site, callee⟩ is not known, the walk decides, and
-//! the walk only looks at live frames. (Admitted with the call site through a native method, the
-//! same upcall made later from another native, after that call site's record went stale, was
-//! trusted: a wrong trace on jython. Through an excluded method, until stop 57, an entry from
-//! excluded code that belonged to a frame further down: tests/live_scripts/LiveExcludedStale.java.)
-//! A call the JIT replaces by an intrinsic runs no entry probe either: the rewriter drops its
-//! record after it (rewrite/intrinsics.rs), and with classes left out (`include=`/`exclude=`),
-//! after every call (`rewrite::ProbeChoice`), since a virtual call may reach an excluded
-//! override that enters nothing. A stale record can still be trusted only for a pair that is
+//! never attaches an entry to a returned frame. A call the JIT replaces by an intrinsic runs no
+//! entry probe, so the rewriter drops its record after it (rewrite/intrinsics.rs), and with
+//! classes left out (`include=`/`exclude=`) after every call (`rewrite::ProbeChoice`). A pair
+//! ⟨call site, callee⟩ is admitted through frames lucce cannot see only where no record can be
+//! stale there (`caller_frame`): through hidden classes (adapters that call their target), and
+//! through left-out methods when every call drops its record; never through a native method.
+//! Otherwise ⟨stale site, callee⟩ is not known, the walk decides, and the walk only looks at
+//! live frames. (Admitted with the call site through a native method, the same upcall made later
+//! from another native, after that call site's record went stale, was trusted: a wrong trace on
+//! jython. Through an excluded method without the drops, an entry from excluded code that
+//! belonged to a frame further down, until stop 57: tests/live_scripts/LiveExcludedStale.java.)
+//! A stale record can still be trusted only for a pair that is
 //! also a real direct call, by an entry of that same method from code lucce cannot see that
 //! belongs to a frame further down, before any probe runs: after the call threw and code lucce
 //! cannot see caught the exception, or, with nothing left out, after the call site dispatched to

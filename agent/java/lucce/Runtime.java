@@ -554,12 +554,13 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     }
 
     /**
-     * After an invoke of a method the JIT may replace by an intrinsic (agent/src/rewrite/intrinsics.rs):
-     * drops the pending record of that call, which the callee's entry probe did not take if the
-     * call ran as an intrinsic. Left valid, it would be taken by the next entry of the same
-     * method from code with no call probe (an excluded class, a native method), and trusted,
-     * since the pair ⟨call site, method⟩ is a real one. Written where {@link #call} wrote it (the
-     * sink when the thread does not own its home slot: nothing reads that).
+     * After an invoke of a method the JIT may replace by an intrinsic (agent/src/rewrite/intrinsics.rs),
+     * and with classes left out after every invoke: drops the pending record of that call, which
+     * no entry probe took if the call ran as an intrinsic or in left-out code that entered
+     * nothing instrumented. Left valid, it would be taken by the next entry of the same method
+     * from code with no call probe (an excluded class, a native method), and trusted, since the
+     * pair ⟨call site, method⟩ is a real one. Written where {@link #call} wrote it (the sink when
+     * the thread does not own its home slot: nothing reads that).
      */
     public static void drop() {
         if (RECORD) {

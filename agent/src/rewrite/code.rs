@@ -74,7 +74,8 @@ pub(crate) struct Insn {
     pub probe: Probe,
     /// A 16-bit branch that needs the long form in the new layout.
     pub wide: bool,
-    /// An invoke the JIT may replace by an intrinsic: a drop probe after it (intrinsics.rs).
+    /// A drop probe after this invoke: one the JIT may replace by an intrinsic (intrinsics.rs),
+    /// or any with `ProbeChoice::drop_after_calls`.
     pub drop: bool,
     /// Branch: target offset in the old code (an instruction boundary). Switch: first index into
     /// `Decoded::targets`.

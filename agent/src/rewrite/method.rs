@@ -85,7 +85,7 @@ struct Invoked {
     api: bool,
     /// [`super::target_key`] of the name and descriptor it references (see [`invoke_target`]).
     target: u64,
-    /// A drop probe goes after it (intrinsics.rs).
+    /// The JIT may replace it by an intrinsic: a drop probe goes after it (intrinsics.rs).
     drop: bool,
 }
 
