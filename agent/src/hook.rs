@@ -32,7 +32,7 @@ use crate::options::{AfterAgents, Options};
 use crate::ref_threads;
 use crate::recorder::{lock, Recorder};
 use crate::registry::Registry;
-use crate::rewrite::rewrite_class_with;
+use crate::rewrite::{drop_at_handlers_with, rewrite_class_with};
 use crate::runtime::{self, Counters};
 use crate::summary::{Stats, Summary};
 
@@ -460,6 +460,29 @@ fn copy_parts(parts: &[&[u8]], allocate: impl FnOnce(usize) -> *mut u8) -> Outpu
     Output::Copied(p, len)
 }
 
+/// A class a recording leaves out, with a drop probe first in each exception handler
+/// ([`drop_at_handlers_with`]), in an allocation from `allocate`; None to leave it as it
+/// is (no handler, or it could not be parsed).
+fn left_out(name: &str, bytes: &[u8], allocate: impl FnOnce(usize) -> *mut u8) -> Option<(*mut u8, jint)> {
+    let result = catch_unwind(AssertUnwindSafe(|| drop_at_handlers_with(bytes, |parts| copy_parts(parts, allocate))));
+    match result {
+        Ok(Ok((Some(Output::Copied(p, len)), _))) => Some((p, len as jint)),
+        Ok(Ok((None, _))) => None,
+        Ok(Ok((Some(_), _))) => {
+            diag!(Info, "{name} (left out): no memory for its drop probes");
+            None
+        }
+        Ok(Err(e)) => {
+            diag!(Info, "{name} (left out) not given drop probes: {e:?}");
+            None
+        }
+        Err(p) => {
+            diag!(Info, "{name} (left out) not given drop probes: panic: {}", panic_text(&*p));
+            None
+        }
+    }
+}
+
 impl HookState<'_> {
     /// Rewrites one class (the live hook); returns the new class bytes and their length.
     /// `allocate(n)` must return null or a fresh allocation of `n` writable bytes, which the
@@ -473,10 +496,14 @@ impl HookState<'_> {
     ) -> Option<(*mut u8, jint)> {
         if let Some(n) = name {
             if !self.options.wants(n) {
+                // A recording gives a left-out class's handlers drop probes (nothing to record
+                // in counting mode).
+                let out = self.recorder.and_then(|_| left_out(n, bytes, allocate));
                 let mut s = lock(self.stats);
                 s.hook_calls += 1;
                 s.classes_excluded += 1;
-                return None;
+                s.classes_excluded_given_drops += out.is_some() as u64;
+                return out;
             }
         }
         let mut registrar = match arrival {

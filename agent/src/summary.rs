@@ -24,6 +24,9 @@ pub struct Stats {
     pub classes_seen: u64,
     /// Classes left alone because of include/exclude (or the built-in exclusions).
     pub classes_excluded: u64,
+    /// Of them, those a recording gave drop probes at their exception handlers, and nothing
+    /// else (`rewrite::drop_at_handlers_with`).
+    pub classes_excluded_given_drops: u64,
     pub classes_rewritten: u64,
     /// The rewriter returned the class unchanged (nothing to instrument, or every method skipped).
     pub classes_unchanged: u64,
@@ -173,8 +176,16 @@ impl Summary {
         let _ = writeln!(o, "lucce-agent summary (options: '{}')", self.options);
         let _ = writeln!(
             o,
-            "  classes: seen {}, rewritten {}, unchanged {}, failed {}, excluded {}",
-            s.classes_seen, s.classes_rewritten, s.classes_unchanged, s.classes_failed, s.classes_excluded
+            "  classes: seen {}, rewritten {}, unchanged {}, failed {}, excluded {}{}",
+            s.classes_seen,
+            s.classes_rewritten,
+            s.classes_unchanged,
+            s.classes_failed,
+            s.classes_excluded,
+            match s.classes_excluded_given_drops {
+                0 => String::new(),
+                n => format!(" ({n} given drop probes at their exception handlers)"),
+            }
         );
         let r = &s.retransform;
         let _ = writeln!(

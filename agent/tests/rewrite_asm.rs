@@ -8,7 +8,7 @@ mod rewrite_common;
 use std::collections::HashMap;
 
 use lucce_agent::rewrite::check::check_class;
-use lucce_agent::rewrite::{rewrite_class, RewriteError, SiteKind, SkipReason};
+use lucce_agent::rewrite::{drop_at_handlers_with, rewrite_class, RewriteError, SiteKind, SkipReason};
 use rewrite_common::*;
 
 /// A tiny class-file assembler: a constant pool with dedup and raw method bodies.
@@ -127,7 +127,8 @@ fn u2(v: u16) -> [u8; 2] {
     v.to_be_bytes()
 }
 
-/// Class `Old` (version `major`) with jsr/ret, jsr_w, goto_w, a tableswitch, an exception handler.
+/// Class `Old` (version `major`) with jsr/ret, jsr_w, goto_w, a tableswitch, exception handlers
+/// (two that start with an invoke and a `new`, where the rewriter's drop probe goes first).
 fn old_class(major: u16) -> Vec<u8> {
     let mut a = Asm::default();
     let out = a.field("java/lang/System", "out", "Ljava/io/PrintStream;");
@@ -137,9 +138,12 @@ fn old_class(major: u16) -> Vec<u8> {
     let g = a.method("Old", "g", "(I)I");
     let h = a.method("Old", "h", "(I)I");
     let sw = a.method("Old", "sw", "(I)I");
+    let k = a.method("Old", "k", "(I)I");
+    let n = a.method("Old", "n", "(I)I");
     let sub = a.string("sub");
     let obj = a.class("java/lang/Object");
-    let _ = obj;
+    let hash = a.method("java/lang/Object", "hashCode", "()I");
+    let init = a.method("java/lang/Object", "<init>", "()V");
 
     // f(I)I: both paths call the subroutine (jsr and jsr_w), which prints and returns via ret.
     let mut fc = vec![0x1A, 0x99]; // 0: iload_0; 1: ifeq -> 11
@@ -169,6 +173,20 @@ fn old_class(major: u16) -> Vec<u8> {
 
     let hc = vec![0x04, 0x1A, 0x6C, 0xAC]; // iconst_1 iload_0 idiv ireturn
 
+    // k(I)I and n(I)I: g's shape, with handlers that start with an invoke and with a `new`.
+    let mut kc = vec![0x1A, 0xB8]; // 0: iload_0; 1: invokestatic h
+    kc.extend_from_slice(&u2(h));
+    kc.push(0xAC); // 4: ireturn
+    kc.push(0xB6); // 5: invokevirtual hashCode
+    kc.extend_from_slice(&u2(hash));
+    kc.extend_from_slice(&[0x57, 0x10, 7, 0xAC]); // 8: pop bipush 7 ireturn
+    let mut nc = kc[..5].to_vec();
+    nc.push(0xBB); // 5: new Object
+    nc.extend_from_slice(&u2(obj));
+    nc.extend_from_slice(&[0x59, 0xB7]); // 8: dup; 9: invokespecial <init>
+    nc.extend_from_slice(&u2(init));
+    nc.extend_from_slice(&[0x57, 0x57, 0x10, 8, 0xAC]); // 12: pop pop bipush 8 ireturn
+
     // sw(I)I: tableswitch at offset 1 (2 bytes of padding), a goto_w backwards.
     let mut sc = vec![0x1A, 0xAA, 0, 0]; // 0: iload_0; 1: tableswitch; pad
     for v in [41i32 - 1, 5, 8, 31, 31, 33, 35] {
@@ -190,6 +208,10 @@ fn old_class(major: u16) -> Vec<u8> {
         (8, sw),
         (5, sw),
         (1, sw),
+        (0, k),
+        (5, k),
+        (0, n),
+        (5, n),
     ] {
         mc.push(0xB2);
         mc.extend_from_slice(&u2(out));
@@ -249,6 +271,26 @@ fn old_class(major: u16) -> Vec<u8> {
             max_locals: 1,
             code: sc,
             exc: vec![],
+            lines: vec![],
+        },
+        M {
+            access: 9,
+            name: "k",
+            desc: "(I)I",
+            max_stack: 1,
+            max_locals: 1,
+            code: kc,
+            exc: vec![[0, 5, 5, 0]],
+            lines: vec![],
+        },
+        M {
+            access: 9,
+            name: "n",
+            desc: "(I)I",
+            max_stack: 3,
+            max_locals: 1,
+            code: nc,
+            exc: vec![[0, 5, 5, 0]],
             lines: vec![],
         },
         M {
@@ -323,7 +365,7 @@ fn a_rewritten_class_is_rewritten_again_over_its_old_probes() {
         let once = once.bytes.expect("rewritten");
         let again = rewrite_class(&once, &mut Recorder { id_base: 50000, ..Recorder::default() }).unwrap();
         assert!(again.stats.probes_renewed && again.stats.unchanged_reason.is_none(), "{major}: {:?}", again.stats);
-        assert_eq!(again.stats.methods_rewritten, 5);
+        assert_eq!(again.stats.methods_rewritten, 7);
         let again = again.bytes.expect("rewritten again");
         check_class(&again).unwrap_or_else(|e| panic!("{major}: {e}"));
         let (orig, new) = (tmp.path().join("orig"), tmp.path().join("new"));
@@ -385,8 +427,8 @@ fn old_class_files_with_jsr_ret_verify_and_run() {
             ..Recorder::default()
         }; // ids need ldc_w
         let stats = rewrite_tree(&orig, &new, &mut reg);
-        assert_eq!(stats[0].methods_with_code, 6);
-        assert_eq!(stats[0].methods_rewritten, 5);
+        assert_eq!(stats[0].methods_with_code, 8);
+        assert_eq!(stats[0].methods_rewritten, 7);
         assert_eq!(
             stats[0].skipped,
             vec![("huge()V".to_string(), SkipReason::TooManyLocals)]
@@ -405,7 +447,7 @@ fn old_class_files_with_jsr_ret_verify_and_run() {
         let (o, _) = run_java(&[&orig, &stub], "Old");
         let (n, e) = run_java(&[&new, &stub], "Old");
         // The subroutine increments local 0 before f multiplies it: f(3) = 8; h(5) = 1/5 = 0.
-        assert_eq!(o, "sub\n8\nsub\n-1\n42\n0\n2\n1\n1\n99\n");
+        assert_eq!(o, "sub\n8\nsub\n-1\n42\n0\n2\n1\n1\n99\n7\n0\n8\n0\n");
         assert_eq!(o, n, "{e}");
     }
 }
@@ -544,6 +586,11 @@ fn fuzz_one(bytes: &[u8]) {
         }
     }
     assert_eq!(r.is_ok(), general.is_ok(), "input {:?}", bytes);
+    // The rewrite of a class a recording leaves out (drops at its handlers only) too.
+    let left = std::panic::catch_unwind(|| drop_at_handlers_with(bytes, |parts| parts.concat())).unwrap_or_else(|_| panic!("panic leaving out input {:?}", bytes));
+    if let (Ok((Some(b), _)), true) = (left, check_class(bytes).is_ok()) {
+        check_class(&b).unwrap_or_else(|e| panic!("bad output left out ({e}) for input {:?}", bytes));
+    }
     // Methods the rewriter skips are copied as they are, so the output is only held to the
     // structural check when the input passes it.
     if let (Ok(o), true) = (r, check_class(bytes).is_ok()) {

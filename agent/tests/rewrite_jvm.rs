@@ -11,7 +11,7 @@ use std::process::Command;
 
 use lucce_agent::rewrite::check::{check_class, method_code_attributes};
 use lucce_agent::rewrite::intrinsics::may_be_intrinsic;
-use lucce_agent::rewrite::SkipReason;
+use lucce_agent::rewrite::{drop_at_handlers_with, SkipReason};
 use rewrite_common::*;
 
 /// A statement of 8 bytes of bytecode (iload, bipush, imul, bipush, iadd, istore).
@@ -63,7 +63,7 @@ fn gen_source() -> String {
     writeln!(
         s,
         "  static long bigWhile(int n) {{ int i = 0; int x = 1; long acc = 0;\n\
-         while (i < n) {{\n{}\n acc += x; i++; }}\n return acc; }}",
+         while (i < n) {{ try {{\n{}\n acc += 100 / (x & 3); }} catch (ArithmeticException e) {{ acc -= 1; }} finally {{ acc += 2; }}\n acc += x; i++; }}\n return acc; }}",
         body(3300, 700)
     )
     .unwrap();
@@ -112,28 +112,51 @@ fn count_in_javap(dir: &Path, class: &str, needle: &str) -> usize {
     String::from_utf8_lossy(&out.stdout).matches(needle).count()
 }
 
-/// In `class` under `dir`, a drop probe follows exactly the invokes of the methods the JIT may
-/// replace by intrinsics (here StringBuilder's constructors, `append`s and `toString`), in both
-/// paths of the rewriter (the big methods take the general one). Returns how many there are.
-fn drops_after_intrinsics(dir: &Path, class: &str) -> u32 {
+/// In `class` under `dir`, drop probes are exactly where they are due, in both paths of the
+/// rewriter (the big methods take the general one): after the invokes of the methods the JIT may
+/// replace by intrinsics (here StringBuilder's constructors, `append`s and `toString`), and first
+/// in every exception handler. Returns how many of each there are. `probed`: the class got
+/// lucce's probes (not only the drops of a class a recording leaves out, which has none after
+/// calls).
+fn drops_where_due(dir: &Path, class: &str, probed: bool) -> (u32, u32) {
     let out = run_ok(Command::new(tool("javap").expect("javap")).args(["-c", "-p", "-cp"]).arg(dir).arg(class));
     let text = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = text.lines().collect();
-    let mut drops = 0;
-    for (i, line) in lines.iter().enumerate() {
+    let is_drop = |line: &str| line.contains("// Method lucce/Runtime.drop:()V");
+    let (mut after_calls, mut at_handlers) = (0, 0);
+    // javap prints each method's code, then its exception table.
+    for method in text.split("    Code:\n").skip(1) {
+        let lines: Vec<&str> = method.lines().collect();
         // `   12: invokevirtual #7   // Method java/lang/StringBuilder.append:(C)Ljava/lang/StringBuilder;`
-        let Some(called) = line.split_once("// Method ").or_else(|| line.split_once("// InterfaceMethod ")).map(|(_, m)| m) else { continue };
-        let Some((owner_name, desc)) = called.split_once(':') else { continue };
-        let Some((owner, name)) = owner_name.rsplit_once('.') else { continue };
-        if owner == "lucce/Runtime" {
-            continue;
+        let insn_at = |line: &str| line.trim_start().split_once(": ").and_then(|(o, _)| o.parse::<u32>().ok());
+        // `        12    20    23   Class java/lang/Exception` (from, to, target, type)
+        let handlers: Vec<u32> = match lines.iter().position(|l| l.trim() == "Exception table:") {
+            Some(t) => lines[t + 2..].iter().map_while(|l| l.split_whitespace().nth(2)?.parse().ok()).collect(),
+            None => Vec::new(),
+        };
+        let mut prev: Option<&str> = None;
+        for line in lines.iter().take_while(|l| insn_at(l).is_some()) {
+            let at = insn_at(line).unwrap();
+            if handlers.contains(&at) {
+                assert!(is_drop(line), "{class}: handler at {at} starts with {line}");
+                at_handlers += 1;
+            } else if is_drop(line) {
+                let called = prev.and_then(|p| p.split_once("// Method ").or_else(|| p.split_once("// InterfaceMethod "))).map(|(_, m)| m);
+                let intrinsic = called.and_then(|c| c.split_once(':')).and_then(|(owner_name, desc)| {
+                    let (owner, name) = owner_name.rsplit_once('.')?;
+                    Some(may_be_intrinsic(owner.as_bytes(), name.trim_matches('"').as_bytes(), desc.as_bytes()))
+                });
+                assert_eq!(intrinsic, Some(true), "{class}: a drop at {at} after {prev:?}");
+                after_calls += 1;
+            } else if let Some(p) = prev.filter(|p| probed && !p.contains("lucce/Runtime")) {
+                if let Some((owner_name, desc)) = p.split_once("// Method ").or_else(|| p.split_once("// InterfaceMethod ")).and_then(|(_, m)| m.split_once(':')) {
+                    let (owner, name) = owner_name.rsplit_once('.').unwrap_or(("", owner_name));
+                    assert!(!may_be_intrinsic(owner.as_bytes(), name.trim_matches('"').as_bytes(), desc.as_bytes()), "{class}: no drop after {p}");
+                }
+            }
+            prev = Some(line);
         }
-        let dropped = lines.get(i + 1).is_some_and(|next| next.contains("// Method lucce/Runtime.drop:()V"));
-        let intrinsic = may_be_intrinsic(owner.as_bytes(), name.trim_matches('"').as_bytes(), desc.as_bytes());
-        assert_eq!(dropped, intrinsic, "{class}: {line}");
-        drops += dropped as u32;
     }
-    drops
+    (after_calls, at_handlers)
 }
 
 fn end_to_end(release: &str) {
@@ -210,14 +233,39 @@ fn end_to_end(release: &str) {
         assert!(std::fs::read(&f).unwrap() == std::fs::read(&g).unwrap(), "{}: the paths differ", f.display());
     }
 
-    assert!(drops_after_intrinsics(&new, "Gen") > 5);
-    drops_after_intrinsics(&new, "Main");
+    let (gen_calls, gen_handlers) = drops_where_due(&new, "Gen", true);
+    assert!(gen_calls > 5 && gen_handlers >= 2, "Gen: {gen_calls} drops after calls, {gen_handlers} at handlers");
+    let (_, main_handlers) = drops_where_due(&new, "Main", true);
+    // Release 7's Main is a one-line driver.
+    assert!(release == "7" || main_handlers >= 4, "Main: {main_handlers} drops at handlers");
+
+    // The same classes as a recording that leaves them out rewrites them: drops first in their
+    // handlers, nothing else.
+    let left = tmp.path().join("left");
+    let mut files = Vec::new();
+    class_files(&orig, &mut files);
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        let (out, _) = drop_at_handlers_with(&bytes, |parts| parts.concat()).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        if let Some(b) = &out {
+            check_class(b).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        }
+        let dest = left.join(f.strip_prefix(&orig).unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(dest, out.as_deref().unwrap_or(&bytes)).unwrap();
+    }
+    let (left_calls, left_handlers) = drops_where_due(&left, "Gen", false);
+    assert_eq!((left_calls, left_handlers), (0, gen_handlers), "Gen, left out");
+    assert_eq!(count_in_javap(&left, "Gen", "lucce/Runtime"), gen_handlers as usize, "Gen, left out: only the drops");
+    assert_eq!(drops_where_due(&left, "Main", false), (0, main_handlers), "Main, left out");
 
     let (o_out, o_err) = run_java(&[&orig, &stub], "Main");
-    let (n_out, n_err) = run_java(&[&new, &stub], "Main");
-    assert!(!n_err.contains("VerifyError"), "{n_err}");
-    assert_eq!(o_out, n_out, "stderr:\n{o_err}\n---\n{n_err}");
-    assert!(n_out.lines().count() > if release == "7" { 0 } else { 10 });
+    for dir in [&new, &left] {
+        let (n_out, n_err) = run_java(&[dir, &stub], "Main");
+        assert!(!n_err.contains("VerifyError"), "{n_err}");
+        assert_eq!(o_out, n_out, "{}: stderr:\n{o_err}\n---\n{n_err}", dir.display());
+    }
+    assert!(o_out.lines().count() > if release == "7" { 0 } else { 10 });
 }
 
 #[test]

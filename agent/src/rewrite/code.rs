@@ -16,8 +16,9 @@
 //!
 //! Offsets of the old code map to the new code in two ways:
 //! - [`Layout::start`]: the first byte emitted for an instruction, i.e. its call probe when it has
-//!   one. Branch targets, exception ranges and handlers, frames and line/local tables use this, so
-//!   a jump to an invoke runs its probe and a handler covering an invoke covers its probe.
+//!   one (or the drop probe before it, when an exception handler starts there). Branch targets,
+//!   exception ranges and handlers, frames and line/local tables use this, so a jump to an invoke
+//!   runs its probe, a handler covering an invoke covers its probe, and a handler runs its drop.
 //! - [`Layout::at`]: the instruction's own opcode. Used for the branch origin and for
 //!   `Uninitialized(offset)` verification types, which must name the `new` opcode itself.
 
@@ -77,6 +78,9 @@ pub(crate) struct Insn {
     /// A drop probe after this invoke: one the JIT may replace by an intrinsic (intrinsics.rs),
     /// or any with `ProbeChoice::drop_after_calls`.
     pub drop: bool,
+    /// A drop probe before this instruction, which starts an exception handler (probes.rs):
+    /// the instruction begins a segment of its own.
+    pub handler: bool,
     /// Branch: target offset in the old code (an instruction boundary). Switch: first index into
     /// `Decoded::targets`.
     pub target: u32,
@@ -87,9 +91,15 @@ pub(crate) struct Insn {
 }
 
 impl Insn {
+    /// Bytes of probes before the opcode: the handler's drop, then the call probe.
+    #[inline]
+    fn before_len(&self) -> u32 {
+        (if self.handler { probes::DROP_LEN } else { 0 }) + if self.probe == Probe::Call { self.probe_len } else { 0 }
+    }
+
     /// An instruction with no probe and no target (yet).
     fn plain(off: u32, len: u32, op: u8) -> Insn {
-        Insn { off, len, op, kind: Kind::Plain, probe: Probe::None, wide: false, drop: false, target: NONE, ntargets: 0, probe_len: 0 }
+        Insn { off, len, op, kind: Kind::Plain, probe: Probe::None, wide: false, drop: false, handler: false, target: NONE, ntargets: 0, probe_len: 0 }
     }
 }
 
@@ -111,7 +121,8 @@ pub(crate) struct Decoded {
     pub code_len: u32,
     /// Instructions with a probe.
     pub nprobes: u32,
-    /// Instructions with a drop probe after them (set by the caller of [`Decoded::decode`]).
+    /// Drop probes: before exception handlers (set by [`Decoded::decode`]) and after invokes
+    /// (set by its caller).
     pub ndrops: u32,
 }
 
@@ -308,6 +319,14 @@ impl Decoded {
         }
     }
 
+    /// Unmarks every probe point (the instructions and the handlers' drops stay as they are).
+    pub fn drop_site_probes(&mut self) {
+        for ins in self.insns.iter_mut() {
+            ins.probe = Probe::None;
+        }
+        self.nprobes = 0;
+    }
+
     /// Unmarks the allocation probe points (the instructions stay as they are).
     pub fn drop_alloc_probes(&mut self) {
         for ins in self.insns.iter_mut().filter(|ins| ins.probe == Probe::Alloc) {
@@ -316,8 +335,10 @@ impl Decoded {
         }
     }
 
-    /// Decodes `code`, marking probe points. Branch targets must be instruction boundaries.
-    pub fn decode(&mut self, code: &[u8]) -> Result<(), SkipReason> {
+    /// Decodes `code`, marking probe points and the instructions at `handlers` (the exception
+    /// handlers' offsets, sorted, each once) for drop probes. Branch targets must be instruction
+    /// boundaries.
+    pub fn decode(&mut self, code: &[u8], handlers: &[u32]) -> Result<(), SkipReason> {
         self.insns.clear();
         self.targets.clear();
         self.index_of.clear();
@@ -333,7 +354,16 @@ impl Decoded {
         // Whether the last segment is a run of plain instructions that the next one may join.
         let mut run = false;
         let mut off = 0u32;
+        // handlers[..hi] are at or before `off`.
+        let mut hi = 0;
         while off < code_len {
+            // A handler starts a segment (its drop probe goes before it); a run stops before the
+            // next one.
+            while handlers.get(hi).is_some_and(|&h| h <= off) {
+                run &= handlers[hi] != off;
+                hi += 1;
+            }
+            let limit = handlers.get(hi).map_or(usize::MAX, |&h| h as usize);
             let op = code[off as usize];
             if PLAIN_LEN[op as usize] != 0 {
                 // The common case: no Insn of its own, no probe, no target. The whole run of
@@ -348,7 +378,7 @@ impl Decoded {
                 let mut at = off as usize;
                 while let Some(&op) = code.get(at) {
                     let len = PLAIN_LEN[op as usize] as usize;
-                    if len == 0 {
+                    if len == 0 || at >= limit {
                         break;
                     }
                     if at + len > code.len() {
@@ -414,7 +444,18 @@ impl Decoded {
             }
             off += ins.len;
         }
+        // A segment index must stay below NO_SEGMENT: runs split at handlers may be one byte long.
+        if self.insns.len() >= NO_SEGMENT as usize {
+            return Err(SkipReason::MalformedCode("too many exception handlers"));
+        }
         self.index_of[code.len()] = self.insns.len() as u16;
+        for &h in handlers {
+            // A handler inside an instruction fails the exception table's check later.
+            if let Some(ins) = self.index(h).and_then(|i| self.insns.get_mut(i)).filter(|ins| ins.off == h) {
+                ins.handler = true;
+                self.ndrops += 1;
+            }
+        }
         // Targets must be instruction boundaries (they stay old offsets).
         for ins in self.insns.iter() {
             if matches!(ins.kind, Kind::Branch | Kind::BranchW)
@@ -512,11 +553,10 @@ fn new_len(ins: &Insn, at: u32) -> u32 {
 }
 
 impl Layout {
-    /// New position of segment `i`'s (first) opcode: after its call probe, if it has one.
+    /// New position of segment `i`'s (first) opcode: after the probes before it, if any.
     #[inline]
     pub fn at(&self, d: &Decoded, i: usize) -> u32 {
-        let ins = &d.insns[i];
-        self.start[i] + if ins.probe == Probe::Call { ins.probe_len } else { 0 }
+        self.start[i] + d.insns[i].before_len()
     }
 
     /// New position of the instruction boundary at old offset `off` (or of the code end).
@@ -528,9 +568,13 @@ impl Layout {
     /// [`Layout::pos`] given `i = d.index(off)`.
     #[inline]
     pub fn pos_in(&self, d: &Decoded, i: usize, off: u32) -> Option<u32> {
-        let seg_off = d.insns.get(i).map_or(d.code_len, |s| s.off);
-        // Inside a run the distance to the run's start is unchanged.
-        Some(self.start.get(i)? + (off - seg_off))
+        let start = *self.start.get(i)?;
+        Some(match d.insns.get(i) {
+            // Inside a run the distance to the run's first opcode is unchanged (a handler's drop
+            // probe may go before that).
+            Some(s) if off != s.off => start + s.before_len() + (off - s.off),
+            _ => start,
+        })
     }
 
     /// Computes positions, widening 16-bit branches until every displacement fits (a fixed
@@ -547,13 +591,14 @@ impl Layout {
             let mut any_wide = false;
             for (ins, start) in d.insns.iter().zip(&mut self.start) {
                 *start = pos;
-                // A call probe goes before the instruction, an allocation or drop probe after it.
-                let (before, after) = match ins.probe {
-                    Probe::None => (0, 0),
-                    Probe::Call => (ins.probe_len, if ins.drop { probes::DROP_LEN } else { 0 }),
-                    Probe::Alloc => (0, ins.probe_len),
+                // A handler's drop and a call probe go before the instruction, an allocation
+                // probe or an invoke's drop after it.
+                let after = match ins.probe {
+                    Probe::None => 0,
+                    Probe::Call => if ins.drop { probes::DROP_LEN } else { 0 },
+                    Probe::Alloc => ins.probe_len,
                 };
-                pos += before;
+                pos += ins.before_len();
                 pos += new_len(ins, pos) + after;
                 any_wide |= ins.wide;
                 // Give up early on absurd sizes; u32 cannot overflow before this trips.
@@ -606,9 +651,10 @@ fn invert(op: u8) -> u8 {
     }
 }
 
-/// Pushes for each instruction's probe and the method id.
+/// The entry probe (the method id's push and the probe locals; None for none) and the pushes of
+/// each instruction's probe.
 pub(crate) struct Pushes<'a> {
-    pub method: IntPush,
+    pub entry: Option<(IntPush, ProbeLocals)>,
     /// Per instruction (NONE-free only where a probe exists).
     pub site: &'a [Option<IntPush>],
 }
@@ -687,7 +733,6 @@ pub(crate) fn emit(
     d: &Decoded,
     lay: &mut Layout,
     pushes: &Pushes<'_>,
-    locals: ProbeLocals,
     refs: &RuntimeRefs,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
@@ -702,15 +747,20 @@ pub(crate) fn emit(
         + d.nprobes as usize * probes::MAX_SITE_LEN as usize
         + d.ndrops as usize * probes::DROP_LEN as usize
         + d.insns.len() * 5
-        + probes::entry_len(pushes.method, locals) as usize;
+        + pushes.entry.map_or(0, |(push, locals)| probes::entry_len(push, locals)) as usize;
     let base = out.len();
     out.resize(base + bound + CodeBuf::SLACK, 0);
     let mut w = CodeBuf::new(&mut out[base..]);
     lay.start.clear();
     lay.start.resize(d.insns.len() + 1, 0);
     lay.fixups.clear();
-    probes::emit_entry(&mut w, pushes.method, locals, refs);
-    let tail = probes::SiteTail::new(locals, refs);
+    let tail = match pushes.entry {
+        Some((push, locals)) => {
+            probes::emit_entry(&mut w, push, locals, refs);
+            probes::SiteTail::new(locals, refs)
+        }
+        None => probes::SiteTail::drops(refs),
+    };
     // Writes a placeholder for a displacement from `origin` to old offset `target`.
     let mut branch = |w: &mut CodeBuf<'_>, origin: u32, target: u32, wide: bool| {
         lay.fixups.push(Fixup { at: w.pos() as u32, origin, target, wide });
@@ -718,6 +768,9 @@ pub(crate) fn emit(
     };
     for ((ins, start), push) in d.insns.iter().zip(lay.start.iter_mut()).zip(pushes.site) {
         *start = w.pos() as u32;
+        if ins.handler {
+            probes::emit_drop_with(&mut w, &tail);
+        }
         if ins.probe == Probe::Call {
             probes::emit_site_with(&mut w, false, push.ok_or(bad)?, &tail);
         }
@@ -815,8 +868,9 @@ impl Boundaries for Decoded {
 
 pub(crate) trait CodeMap: Boundaries {
     /// New position of boundary `off`: the first byte emitted for its instruction, i.e. its call
-    /// probe when it has one (branch targets, handlers, frames and tables use this, so a jump to
-    /// an invoke runs its probe); the new code end for the code end.
+    /// probe when it has one, or its drop probe when a handler starts there (branch targets,
+    /// handlers, frames and tables use this, so a jump to an invoke runs its probe); the new code
+    /// end for the code end.
     fn pos(&self, off: u32) -> Option<u32>;
     /// New position of the opcode of the `new` at old offset `off` (what an Uninitialized
     /// verification type names).
@@ -879,15 +933,19 @@ pub(crate) struct Direct {
     /// Body positions of the probes' `invokestatic` operands, and the runtime method each calls
     /// (written by [`Direct::link`]).
     links: Vec<(u32, RuntimeMethod)>,
+    /// The exception handlers' old offsets, sorted: a drop probe goes before each.
+    handlers: Vec<u32>,
 }
 
 /// Largest code the direct rewrite takes: a probe point is at least 2 bytes of code and its probe
-/// at most [`probes::MAX_SITE_LEN`], so the new code (with an entry probe of at most 26 bytes)
-/// stays below 32 KiB.
+/// at most [`probes::MAX_SITE_LEN`], so the new code (with an entry probe of at most 26 bytes and
+/// at most [`DIRECT_MAX_HANDLERS`] handlers' drop probes) stays below 32 KiB.
 pub(crate) const DIRECT_MAX_CODE: u32 = 3900;
+/// Most exception handlers (distinct offsets) a method of the direct rewrite may have.
+pub(crate) const DIRECT_MAX_HANDLERS: usize = 256;
 /// The body buffer: [`DIRECT_MAX_CODE`] bytes of code give at most 31,932 (every other byte
 /// a probe point with a 14-byte probe, switches 3 bytes more padding each; an invoke is 3 bytes
-/// or more, so one with a drop probe too adds less per byte).
+/// or more, so one with a drop probe too adds less per byte), plus 768 for the handlers' drops.
 const DIRECT_BODY_CAP: usize = 32 * 1024;
 /// [`Direct`]'s mark of an offset inside an instruction (the same as [`NO_SEGMENT`]).
 const NO_POS: u16 = u16::MAX;
@@ -914,24 +972,30 @@ impl Direct {
         Ok(())
     }
 
-    /// Rewrites `code` into the body. `alloc_probes`: whether allocations get probes. `tail` is
+    /// Rewrites `code` into the body. `handlers`: the exception handlers' offsets (sorted, each
+    /// once, at most [`DIRECT_MAX_HANDLERS`]), each given a drop probe before its instruction.
+    /// `alloc_probes`: whether allocations get probes. `tail` is
     /// the site probes' tail, `linked` when it has the class's Methodrefs of the runtime already
     /// (otherwise [`Direct::link`] writes them later, as [`probes::link_site`] describes). `site(off,
     /// probe)` is asked at each probe point for the push of its site id, the entry probe's
     /// length (the method takes its id at its first site) and, for an invoke, whether a drop
     /// probe follows it.
+    #[allow(clippy::too_many_arguments)]
     pub fn walk(
         &mut self,
         code: &[u8],
+        handlers: &[u32],
         alloc_probes: bool,
         tail: &probes::SiteTail,
         linked: bool,
         mut site: impl FnMut(u32, Probe) -> Result<(IntPush, u32, bool), SkipReason>,
     ) -> Result<Walk, SkipReason> {
         let code_len = code.len() as u32;
-        if code_len == 0 || code_len > DIRECT_MAX_CODE {
+        if code_len == 0 || code_len > DIRECT_MAX_CODE || handlers.len() > DIRECT_MAX_HANDLERS {
             return Err(SkipReason::MalformedCode("code length for the direct rewrite"));
         }
+        self.handlers.clear();
+        self.handlers.extend_from_slice(handlers);
         self.newpos.clear();
         self.newpos.resize(code.len() + 1, NO_POS);
         if self.body.len() < DIRECT_BODY_CAP + CodeBuf::SLACK {
@@ -946,93 +1010,118 @@ impl Direct {
         // The entry probe's length, from the first site on.
         let mut entry_len = None;
         let mut off = 0usize;
+        // handlers[..hi] are before `off`.
+        let mut hi = 0;
         while off < code.len() {
-            let op = code[off];
-            if PLAIN_LEN[op as usize] != 0 {
-                // A run of plain instructions, copied as one block: they keep their distance
-                // from its start.
-                let start = off;
-                let shift = w.pos().wrapping_sub(start);
-                while let Some(&op) = code.get(off) {
-                    let len = PLAIN_LEN[op as usize] as usize;
-                    if len == 0 {
-                        break;
-                    }
-                    newpos[off] = off.wrapping_add(shift) as u16;
-                    off += len;
-                }
-                // An instruction that overruns the code ends the run past the end.
-                w.run(code, start, code.get(start..off).ok_or(overrun)?);
-                continue;
+            let first = off;
+            // A handler's drop probe goes before its instruction, whose position it takes; a
+            // run of plain instructions stops before the next handler.
+            while handlers.get(hi).is_some_and(|&h| (h as usize) < off) {
+                hi += 1;
             }
-            let at = w.pos();
-            let len = match FIXED_LEN[op as usize] {
-                INVALID => return Err(SkipReason::MalformedCode("unknown opcode")),
-                0 if op == OP_WIDE => wide_len(code, off as u32)? as usize,
-                0 => {
-                    // A switch: its padding depends on its position in the whole new code.
-                    let Some(entry_len) = entry_len else { return Ok(Walk::Switch) };
-                    let o = off as u32;
-                    let sw = Switch::parse(code, o)?;
-                    let new_at = (entry_len as usize + at) as u32;
-                    w.put([op, 0, 0, 0], 1 + switch_pad(new_at) as usize);
-                    self.fixups.push(Fixup { at: w.pos() as u32, origin: at as u32, target: target_of(o, sw.default as i64, code_len)?, wide: true });
-                    w.put([0; 4], 4);
-                    let base = (o + 1 + switch_pad(o)) as usize;
-                    // low and high, or npairs.
-                    w.slice(code.get(base + 4..sw.first as usize).ok_or(overrun)?);
-                    for k in 0..sw.n {
-                        let e = sw.first + k * sw.stride;
-                        if sw.disp_at != 0 {
-                            w.slice(code.get(e as usize..(e + 4) as usize).ok_or(overrun)?); // match
-                        }
-                        let d = rd_i32(code, e + sw.disp_at)?;
-                        self.fixups.push(Fixup { at: w.pos() as u32, origin: at as u32, target: target_of(o, d as i64, code_len)?, wide: true });
-                        w.put([0; 4], 4);
-                    }
-                    newpos[off] = at as u16;
-                    off = sw.end as usize;
-                    continue;
+            let drop_at = if handlers.get(hi) == Some(&(off as u32)) {
+                hi += 1;
+                let p = w.pos();
+                probes::emit_drop_with(&mut w, tail);
+                if !linked {
+                    self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
                 }
-                n => n as usize,
+                Some(p)
+            } else {
+                None
             };
-            if off + len > code.len() {
-                return Err(overrun);
-            }
-            newpos[off] = at as u16;
-            let o = off as u32;
-            match op {
-                0x99..=0xA8 | 0xC6 | 0xC7 | OP_GOTO_W | OP_JSR_W => {
-                    let wide = matches!(op, OP_GOTO_W | OP_JSR_W);
-                    let d = if wide { rd_i32(code, o + 1)? as i64 } else { super::classfile::be_u16(code, off + 1).ok_or(overrun)? as i16 as i64 };
-                    self.fixups.push(Fixup { at: at as u32 + 1, origin: at as u32, target: target_of(o, d, code_len)?, wide });
-                    w.put([op, 0, 0, 0, 0], len);
+            let limit = handlers.get(hi).map_or(usize::MAX, |&h| h as usize);
+            let op = code[off];
+            'insn: {
+                if PLAIN_LEN[op as usize] != 0 {
+                    // A run of plain instructions, copied as one block: they keep their distance
+                    // from its start.
+                    let start = off;
+                    let shift = w.pos().wrapping_sub(start);
+                    while let Some(&op) = code.get(off) {
+                        let len = PLAIN_LEN[op as usize] as usize;
+                        if len == 0 || off >= limit {
+                            break;
+                        }
+                        newpos[off] = off.wrapping_add(shift) as u16;
+                        off += len;
+                    }
+                    // An instruction that overruns the code ends the run past the end.
+                    w.run(code, start, code.get(start..off).ok_or(overrun)?);
+                    break 'insn;
                 }
-                _ if is_invoke(op) || (alloc_probes && is_alloc(op)) => {
-                    let alloc = !is_invoke(op);
-                    if alloc {
-                        w.run(code, off, &code[off..off + len]);
+                let at = w.pos();
+                let len = match FIXED_LEN[op as usize] {
+                    INVALID => return Err(SkipReason::MalformedCode("unknown opcode")),
+                    0 if op == OP_WIDE => wide_len(code, off as u32)? as usize,
+                    0 => {
+                        // A switch: its padding depends on its position in the whole new code.
+                        let Some(entry_len) = entry_len else { return Ok(Walk::Switch) };
+                        let o = off as u32;
+                        let sw = Switch::parse(code, o)?;
+                        let new_at = (entry_len as usize + at) as u32;
+                        w.put([op, 0, 0, 0], 1 + switch_pad(new_at) as usize);
+                        self.fixups.push(Fixup { at: w.pos() as u32, origin: at as u32, target: target_of(o, sw.default as i64, code_len)?, wide: true });
+                        w.put([0; 4], 4);
+                        let base = (o + 1 + switch_pad(o)) as usize;
+                        // low and high, or npairs.
+                        w.slice(code.get(base + 4..sw.first as usize).ok_or(overrun)?);
+                        for k in 0..sw.n {
+                            let e = sw.first + k * sw.stride;
+                            if sw.disp_at != 0 {
+                                w.slice(code.get(e as usize..(e + 4) as usize).ok_or(overrun)?); // match
+                            }
+                            let d = rd_i32(code, e + sw.disp_at)?;
+                            self.fixups.push(Fixup { at: w.pos() as u32, origin: at as u32, target: target_of(o, d as i64, code_len)?, wide: true });
+                            w.put([0; 4], 4);
+                        }
+                        newpos[off] = at as u16;
+                        off = sw.end as usize;
+                        break 'insn;
                     }
-                    let (push, e, drop) = site(o, if alloc { Probe::Alloc } else { Probe::Call })?;
-                    entry_len = Some(e);
-                    probes::emit_site_with(&mut w, alloc, push, tail);
-                    // The `invokestatic` operand ends a probe.
-                    if !linked {
-                        self.links.push((w.pos() as u32 - 2, if alloc { RuntimeMethod::Alloc } else { RuntimeMethod::Call }));
+                    n => n as usize,
+                };
+                if off + len > code.len() {
+                    return Err(overrun);
+                }
+                newpos[off] = at as u16;
+                let o = off as u32;
+                match op {
+                    0x99..=0xA8 | 0xC6 | 0xC7 | OP_GOTO_W | OP_JSR_W => {
+                        let wide = matches!(op, OP_GOTO_W | OP_JSR_W);
+                        let d = if wide { rd_i32(code, o + 1)? as i64 } else { super::classfile::be_u16(code, off + 1).ok_or(overrun)? as i16 as i64 };
+                        self.fixups.push(Fixup { at: at as u32 + 1, origin: at as u32, target: target_of(o, d, code_len)?, wide });
+                        w.put([op, 0, 0, 0, 0], len);
                     }
-                    if !alloc {
-                        w.run(code, off, &code[off..off + len]);
-                    }
-                    if drop {
-                        probes::emit_drop_with(&mut w, tail);
+                    _ if is_invoke(op) || (alloc_probes && is_alloc(op)) => {
+                        let alloc = !is_invoke(op);
+                        if alloc {
+                            w.run(code, off, &code[off..off + len]);
+                        }
+                        let (push, e, drop) = site(o, if alloc { Probe::Alloc } else { Probe::Call })?;
+                        entry_len = Some(e);
+                        probes::emit_site_with(&mut w, alloc, push, tail);
+                        // The `invokestatic` operand ends a probe.
                         if !linked {
-                            self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
+                            self.links.push((w.pos() as u32 - 2, if alloc { RuntimeMethod::Alloc } else { RuntimeMethod::Call }));
+                        }
+                        if !alloc {
+                            w.run(code, off, &code[off..off + len]);
+                        }
+                        if drop {
+                            probes::emit_drop_with(&mut w, tail);
+                            if !linked {
+                                self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
+                            }
                         }
                     }
+                    _ => w.run(code, off, &code[off..off + len]),
                 }
-                _ => w.run(code, off, &code[off..off + len]),
+                off += len;
             }
-            off += len;
+            if let Some(p) = drop_at {
+                newpos[first] = p as u16;
+            }
         }
         let body_len = w.pos();
         self.newpos[code.len()] = body_len as u16;
@@ -1074,8 +1163,9 @@ impl CodeMap for Direct {
         }
     }
     fn new_opcode(&self, off: u32) -> Option<u32> {
-        // An allocation probe goes after its instruction.
-        self.pos(off)
+        // An allocation probe goes after its instruction; a handler's drop probe before it.
+        let drop = if self.handlers.binary_search(&off).is_ok() { probes::DROP_LEN } else { 0 };
+        Some(self.pos(off)? + drop)
     }
     fn containing(&self, off: u32) -> Option<u32> {
         containing(&self.newpos, off)
@@ -1140,14 +1230,14 @@ mod tests {
     #[test]
     fn decode_rejects_without_panicking() {
         let mut d = Decoded::default();
-        assert!(d.decode(&[]).is_err());
-        assert!(d.decode(&[0xA7, 0x00]).is_err()); // truncated goto
-        assert!(d.decode(&[0xA7, 0x00, 0x01, 0xB1]).is_err()); // into the middle
+        assert!(d.decode(&[], &[]).is_err());
+        assert!(d.decode(&[0xA7, 0x00], &[]).is_err()); // truncated goto
+        assert!(d.decode(&[0xA7, 0x00, 0x01, 0xB1], &[]).is_err()); // into the middle
         assert!(d
-            .decode(&[0xAA, 0, 0, 0, 0, 0, 0, 0, 0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0, 0, 0])
+            .decode(&[0xAA, 0, 0, 0, 0, 0, 0, 0, 0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0, 0, 0], &[])
             .is_err());
-        assert!(d.decode(&[0xFE]).is_err());
-        assert!(d.decode(&[0xC4, 0xB1]).is_err());
-        assert!(d.decode(&[0x00, 0xA7, 0xFF, 0xFF, 0xB1]).is_ok());
+        assert!(d.decode(&[0xFE], &[]).is_err());
+        assert!(d.decode(&[0xC4, 0xB1], &[]).is_err());
+        assert!(d.decode(&[0x00, 0xA7, 0xFF, 0xFF, 0xB1], &[]).is_ok());
     }
 }

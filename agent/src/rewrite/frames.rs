@@ -347,15 +347,16 @@ fn trim_tops<'t, 'a>(locals: &'t [VType<'a>]) -> &'t [VType<'a>] {
 }
 
 /// Appends the StackMapTable info for the new code to `out`. `frames.frames` must be sorted by
-/// offset, one frame per instruction. Every frame's locals get the probe locals appended: Top
-/// padding up to max_locals, then Long, Long (a leaf: Int).
+/// offset, one frame per instruction. With `probe_locals` (whether the method is a leaf), every
+/// full frame's locals get the probe locals appended: Top padding up to max_locals, then Long,
+/// Long (a leaf: Int); without, they stay as they are.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode<'a>(
     frames: &Frames<'a>,
     map: &impl CodeMap,
     code: &[u8],
     max_locals: u16,
-    leaf: bool,
+    probe_locals: Option<bool>,
     pool: &mut PoolEdit<'a>,
     out: &mut Vec<u8>,
 ) -> Result<(), SkipReason> {
@@ -364,7 +365,11 @@ pub(crate) fn encode<'a>(
         return Err(bad("too many frames"));
     }
     let types = &frames.pool;
-    let probe_locals: ([u8; 2], usize) = if leaf { ([1, 0], 1) } else { ([4, 4], 2) };
+    let probe_locals: ([u8; 2], usize) = match probe_locals {
+        Some(true) => ([1, 0], 1),
+        Some(false) => ([4, 4], 2),
+        None => ([0, 0], 0),
+    };
     // The most the table can take: each frame a full_frame (tag, delta, two counts), its
     // locals and stack at 3 bytes a type, the padding (at most max_locals) and the probe locals.
     let bound = 2 + frames
@@ -422,7 +427,7 @@ pub(crate) fn encode<'a>(
             }
             write_vt(&mut w, stack[0], map, code, pool)?;
         } else {
-            let padding = (max_locals as u32 - slots) as usize;
+            let padding = if probe_locals.1 == 0 { 0 } else { (max_locals as u32 - slots) as usize };
             let nlocals = locals.len() + padding + probe_locals.1;
             if nlocals > 0xFFFF || stack.len() > 0xFFFF {
                 return Err(bad("frame too large"));

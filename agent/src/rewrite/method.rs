@@ -48,6 +48,8 @@ pub(crate) struct Scratch<'a> {
     lay: Layout,
     frames: Frames<'a>,
     lines: Vec<(u16, u16)>,
+    /// The exception handlers' offsets, sorted, each once (see [`read_handlers`]).
+    handlers: Vec<u32>,
     pushes: Vec<Option<IntPush>>,
     /// Sub-attributes of the Code attribute: (whole, info, kind).
     sub: Vec<(Range<usize>, Range<usize>, u8)>,
@@ -101,6 +103,7 @@ impl Scratch<'_> {
             lay: self.lay,
             frames: self.frames.recycle(),
             lines: self.lines,
+            handlers: self.handlers,
             pushes: self.pushes,
             sub: self.sub,
             targets: Targets {
@@ -228,9 +231,11 @@ pub(crate) fn rewrite_method<'a>(
 ) -> Result<Path, SkipReason> {
     let c = parse_code_attr(cx, m, pool, s)?;
     read_tables(&c, s)?;
+    read_handlers(&c, &mut s.handlers)?;
     let object_init = cx.this_is_object && m.name == "<init>";
     let direct = reg.direct_rewrite()
         && c.code.len() as u32 <= code::DIRECT_MAX_CODE
+        && s.handlers.len() <= code::DIRECT_MAX_HANDLERS
         && !object_init
         && ProbeLocals::after(c.max_locals, false).is_some()
         && c.max_stack.checked_add(probes::EXTRA_STACK).is_some();
@@ -336,6 +341,21 @@ fn read_tables(c: &CodeAttr<'_>, s: &mut Scratch<'_>) -> Result<(), SkipReason> 
     Ok(())
 }
 
+/// The offsets of the method's exception handlers, sorted, each once, into `handlers`: a drop
+/// probe goes before each (probes.rs). An exception leaves the pending record of the call it came
+/// from (one that threw before entering its method, a null receiver, or whose method lucce does
+/// not instrument); a handler that catches it and returns to code lucce cannot see (an excluded
+/// class, a native method) would otherwise leave it for an entry from there, which takes it.
+fn read_handlers(c: &CodeAttr<'_>, handlers: &mut Vec<u32>) -> Result<(), SkipReason> {
+    handlers.clear();
+    for k in 0..c.nexc {
+        handlers.push(be_u16(c.info, c.exc_start + k * 8 + 4).ok_or(TRUNCATED)? as u32);
+    }
+    handlers.sort_unstable();
+    handlers.dedup();
+    Ok(())
+}
+
 /// Checks that every exception range and handler lies on instruction boundaries.
 fn check_exceptions(c: &CodeAttr<'_>, map: &impl Boundaries) -> Result<(), SkipReason> {
     let code_len = c.code.len() as u32;
@@ -438,7 +458,7 @@ fn rewrite_direct<'a>(
     // site.
     let mut method: Option<(u32, IntPush, ProbeLocals, u32)> = None;
     let mut lp = 0;
-    let (lines, targets, has_lnt) = (&s.lines, &mut s.targets, c.has_lnt);
+    let (lines, handlers, targets, has_lnt) = (&s.lines, &s.handlers, &mut s.targets, c.has_lnt);
     let site = |off: u32, probe: Probe| -> Result<(IntPush, u32, bool), SkipReason> {
         let (method_id, _, _, entry_len) = match method {
             Some(v) => v,
@@ -460,7 +480,7 @@ fn rewrite_direct<'a>(
         let id = reg.site(method_id, &SiteInfo { kind, bci: off, line, api, target });
         Ok((push_for(id, pool), entry_len, kind == SiteKind::Call && (drop || probes.drop_after_calls)))
     };
-    if let Walk::Switch = s.direct.walk(code, probes.alloc_sites, &tail, known_refs.is_some(), site)? {
+    if let Walk::Switch = s.direct.walk(code, handlers, probes.alloc_sites, &tail, known_refs.is_some(), site)? {
         return Ok(Walk::Switch);
     }
     let (method_push, locals) = match method {
@@ -485,10 +505,10 @@ fn rewrite_direct<'a>(
     decode_frames(cx, m, c, &s.sub, &mut s.frames, &s.direct)?;
     let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
     // The new Code attribute.
-    let attr_start = write_code_header(cx, m, c, new_stack, locals, out)?;
+    let attr_start = write_code_header(cx, m, c, new_stack, Some(locals), out)?;
     out.extend_from_slice(&entry[..entry_len]);
     out.extend_from_slice(s.direct.body());
-    write_tables(cx, c, &s.direct, &s.frames, &s.sub, &s.lines, locals, attr_start, pool, out)?;
+    write_tables(cx, c, &s.direct, &s.frames, &s.sub, &s.lines, &s.handlers, Some(locals), attr_start, pool, out)?;
     Ok(Walk::Done)
 }
 
@@ -505,7 +525,7 @@ fn rewrite_general<'a>(
     let code = c.code;
     let code_len = code.len();
     let d = &mut s.d;
-    d.decode(code)?;
+    d.decode(code, &s.handlers)?;
     if cx.this_is_object && m.name == "<init>" {
         // The JVM calls `Finalizer.register` from the `return` of `Object.<init>`
         // (RegisterFinalizersAtInit): a call probe there gives that upcall the frame's record,
@@ -599,12 +619,52 @@ fn rewrite_general<'a>(
 
     // The new Code attribute.
     out.reserve(m.attr.len() + worst_bound as usize - code_len);
-    let attr_start = write_code_header(cx, m, c, new_stack, locals, out)?;
-    code::emit(code, d, lay, &Pushes { method: method_push, site: &s.pushes }, locals, &refs, out)?;
+    let attr_start = write_code_header(cx, m, c, new_stack, Some(locals), out)?;
+    code::emit(code, d, lay, &Pushes { entry: Some((method_push, locals)), site: &s.pushes }, &refs, out)?;
     if planned_len.is_some_and(|l| l != lay.code_len) {
         return Err(SkipReason::MalformedCode("layout mismatch"));
     }
-    write_tables(cx, c, &Segmented { d, lay }, frames, &s.sub, &s.lines, locals, attr_start, pool, out)
+    write_tables(cx, c, &Segmented { d, lay }, frames, &s.sub, &s.lines, &s.handlers, Some(locals), attr_start, pool, out)
+}
+
+/// A method of a class lucce leaves out (`include=`/`exclude=`) in a recording: a drop probe
+/// first in each exception handler ([`read_handlers`] says why), nothing else; no id, no probe
+/// locals. Appends the new Code attribute to `out` and returns true, or false (nothing appended)
+/// when the method has no handler.
+pub(crate) fn drop_at_handlers<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, pool: &mut PoolEdit<'a>, s: &mut Scratch<'a>, out: &mut Vec<u8>) -> Result<bool, SkipReason> {
+    let c = parse_code_attr(cx, m, pool, s)?;
+    read_tables(&c, s)?;
+    read_handlers(&c, &mut s.handlers)?;
+    if s.handlers.is_empty() {
+        return Ok(false);
+    }
+    let d = &mut s.d;
+    d.decode(c.code, &s.handlers)?;
+    d.drop_site_probes();
+    check_exceptions(&c, &*d)?;
+    let mut initial_set = decode_frames(cx, m, &c, &s.sub, &mut s.frames, &s.d)?;
+    let (d, lay, frames) = (&mut s.d, &mut s.lay, &mut s.frames);
+    let bound = c.code.len() as u64 + d.ndrops as u64 * probes::DROP_LEN as u64 + 3 * d.targets.len() as u64;
+    let planned_len = if bound > i16::MAX as u64 {
+        lay.compute(d, 0)?;
+        if cx.major >= 50 && lay.any_wide {
+            ensure_initial(cx, m, frames, &mut initial_set)?;
+            add_widening_frames(frames, d, c.code, pool, cx.this_class)?;
+        }
+        Some(lay.code_len)
+    } else {
+        None
+    };
+    let refs = pool.runtime_refs();
+    s.pushes.clear();
+    s.pushes.resize(d.insns.len(), None);
+    let attr_start = write_code_header(cx, m, &c, c.max_stack, None, out)?;
+    code::emit(c.code, d, lay, &Pushes { entry: None, site: &s.pushes }, &refs, out)?;
+    if planned_len.is_some_and(|l| l != lay.code_len) {
+        return Err(SkipReason::MalformedCode("layout mismatch"));
+    }
+    write_tables(cx, &c, &Segmented { d, lay }, frames, &s.sub, &s.lines, &s.handlers, None, attr_start, pool, out)?;
+    Ok(true)
 }
 
 /// Bytes of a Code attribute before its code: name, length, max_stack, max_locals, code_length.
@@ -612,10 +672,10 @@ const CODE_HEADER_LEN: usize = 14;
 
 /// Starts the new Code attribute in `out`: its name, a length and a code_length that
 /// [`write_tables`] patches, max_stack and max_locals; returns where the attribute starts.
-fn write_code_header(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, c: &CodeAttr<'_>, new_stack: u16, locals: ProbeLocals, out: &mut Vec<u8>) -> Result<usize, SkipReason> {
+fn write_code_header(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, c: &CodeAttr<'_>, new_stack: u16, locals: Option<ProbeLocals>, out: &mut Vec<u8>) -> Result<usize, SkipReason> {
     let name = cx.bytes.get(m.attr.start..m.attr.start + 2).ok_or(TRUNCATED)?;
     let [s0, s1] = new_stack.to_be_bytes();
-    let [l0, l1] = (c.max_locals + locals.extra_locals()).to_be_bytes();
+    let [l0, l1] = (c.max_locals + locals.map_or(0, |l| l.extra_locals())).to_be_bytes();
     let start = out.len();
     out.extend_from_slice(&[name[0], name[1], 0, 0, 0, 0, s0, s1, l0, l1, 0, 0, 0, 0]);
     Ok(start)
@@ -632,7 +692,8 @@ fn write_tables<'a>(
     frames: &Frames<'a>,
     sub: &[(Range<usize>, Range<usize>, u8)],
     lines: &[(u16, u16)],
-    locals: ProbeLocals,
+    handlers: &[u32],
+    locals: Option<ProbeLocals>,
     attr_start: usize,
     pool: &mut PoolEdit<'a>,
     out: &mut Vec<u8>,
@@ -656,7 +717,7 @@ fn write_tables<'a>(
     out.extend_from_slice(&[0, 0]);
     let mut count: u16 = 0;
     let mut smt_written = false;
-    let split = split_line_groups(c.code, map, lines)?;
+    let split = split_line_groups(c.code, map, lines, handlers)?;
     let mut lnt_written = false;
     // Whether the entries so far are all (0, 0): those stay so, for HotSpot to drop them again
     // (see `read_tables`), also when `split` moves their start_pc's other entries.
@@ -672,7 +733,7 @@ fn write_tables<'a>(
                 }
                 let start = out.len();
                 write_attr_header(out, head);
-                frames::encode(frames, map, c.code, c.max_locals, locals.leaf, pool, out)?;
+                frames::encode(frames, map, c.code, c.max_locals, locals.map(|l| l.leaf), pool, out)?;
                 patch_len(out, start)?;
                 smt_written = true;
             }
@@ -710,10 +771,9 @@ fn write_tables<'a>(
                 // JVMTI reads a local of a method that has a LocalVariableTable only when the
                 // table describes it: the probe locals get entries over the whole code (a
                 // LocalVariableTypeTable gets none).
-                let (extra, nextra) = if *k == ATTR_LVT {
-                    probe_local_entries(pool, locals, new_code_len as u16)
-                } else {
-                    ([0; 20], 0)
+                let (extra, nextra) = match locals {
+                    Some(locals) if *k == ATTR_LVT => probe_local_entries(pool, locals, new_code_len as u16),
+                    _ => ([0; 20], 0),
                 };
                 let n = be_u16(t, 0).ok_or(trunc)?;
                 let n = n.checked_add(nextra as u16).ok_or(bad_table("LocalVariableTable length"))?;
@@ -749,7 +809,7 @@ fn write_tables<'a>(
         };
         let start = out.len();
         write_attr_header(out, &name.to_be_bytes());
-        frames::encode(frames, map, c.code, c.max_locals, locals.leaf, pool, out)?;
+        frames::encode(frames, map, c.code, c.max_locals, locals.map(|l| l.leaf), pool, out)?;
         patch_len(out, start)?;
         count = count.checked_add(1).ok_or(trunc)?;
     }
@@ -878,7 +938,8 @@ struct SplitLine {
 }
 
 /// The start_pcs whose line entries disagree (several entries, not all the same line) and whose
-/// instruction gets code before it (the entry probe at 0, a call probe before an invoke). HotSpot
+/// instruction gets code before it (the entry probe at 0, a call probe before an invoke, a drop
+/// probe before a handler's first instruction, whose offsets `handlers` lists). HotSpot
 /// gives a bci the first entry at it in table order, else the last of those at the nearest
 /// start_pc below; an entry moved to the probe's start would give the instruction, now past it,
 /// the group's last line instead of its first (Clojure's classes have many such groups: 201
@@ -886,17 +947,17 @@ struct SplitLine {
 /// the instruction itself, which keeps every original instruction's line, and an entry of the
 /// first line at the probe's start gives the probe the instruction's line, as before.
 #[inline]
-fn split_line_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)]) -> Result<Vec<SplitLine>, SkipReason> {
+fn split_line_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)], handlers: &[u32]) -> Result<Vec<SplitLine>, SkipReason> {
     // `lines` is sorted by start_pc: a disagreeing group has two neighbours that disagree.
     if lines.windows(2).all(|w| w[0].0 != w[1].0 || w[0].1 == w[1].1) {
         return Ok(Vec::new());
     }
-    split_disagreeing_groups(code, map, lines)
+    split_disagreeing_groups(code, map, lines, handlers)
 }
 
 /// [`split_line_groups`] of a table that has a disagreeing group.
 #[inline(never)]
-fn split_disagreeing_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)]) -> Result<Vec<SplitLine>, SkipReason> {
+fn split_disagreeing_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)], handlers: &[u32]) -> Result<Vec<SplitLine>, SkipReason> {
     let mut split = Vec::new();
     for g in lines.chunk_by(|a, b| a.0 == b.0) {
         if g.iter().all(|e| e.1 == g[0].1) {
@@ -908,6 +969,7 @@ fn split_disagreeing_groups(code: &[u8], map: &impl CodeMap, lines: &[(u16, u16)
             Some(0xB6..=0xB8) if map.is_boundary(pc) => map_pc(map, pc + 3)? - 3,
             Some(0xB9 | 0xBA) if map.is_boundary(pc) => map_pc(map, pc + 5)? - 5,
             Some(0xAC..=0xB1) if map.is_boundary(pc) => map_pc(map, pc + 1)? - 1,
+            _ if handlers.binary_search(&pc).is_ok() && map.is_boundary(pc) => map_pc(map, pc)? + probes::DROP_LEN,
             _ => map_pc(map, pc)?,
         };
         if insn != region {

@@ -366,14 +366,26 @@ pub fn rewrite_class_with<O>(
     registry: &mut dyn SiteRegistry,
     output: impl FnOnce(&[&[u8]]) -> O,
 ) -> Result<(Option<O>, ClassStats), RewriteError> {
-    rewrite_with(class_bytes, registry, output, false)
+    rewrite_with(class_bytes, Some(registry), output, false)
 }
 
-/// [`rewrite_class_with`]; `renewing`: the class's probes were turned off (`unprobe.rs`), and its
-/// pool's naming the runtime class does not stop the rewrite.
+/// For a class a recording leaves out (`include=`/`exclude=`): a drop probe first in each of its
+/// exception handlers, and nothing else (no method gets an id or any other probe). An exception
+/// caught there may come from a call whose pending record no entry took (it threw before entering
+/// its method, or its method is left out too); left valid, the record would be taken by the next
+/// entry of an instrumented method called from the class (agent/src/recorder.rs, "Which frame
+/// called me"). Otherwise as [`rewrite_class_with`]: `stats.methods_rewritten` counts the
+/// methods given drops; None for a class without handlers.
+pub fn drop_at_handlers_with<O>(class_bytes: &[u8], output: impl FnOnce(&[&[u8]]) -> O) -> Result<(Option<O>, ClassStats), RewriteError> {
+    rewrite_with(class_bytes, None, output, false)
+}
+
+/// [`rewrite_class_with`], or [`drop_at_handlers_with`] without a registry; `renewing`: the
+/// class's probes were turned off (`unprobe.rs`), and its pool's naming the runtime class does
+/// not stop the rewrite.
 fn rewrite_with<O>(
     class_bytes: &[u8],
-    registry: &mut dyn SiteRegistry,
+    mut registry: Option<&mut dyn SiteRegistry>,
     output: impl FnOnce(&[&[u8]]) -> O,
     renewing: bool,
 ) -> Result<(Option<O>, ClassStats), RewriteError> {
@@ -466,13 +478,20 @@ fn rewrite_with<O>(
             .get(copied..code.whole.start)
             .ok_or(RewriteError::Malformed("method order"))?;
         body.extend_from_slice(gap);
-        match method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch, body) {
-            Ok(path) => {
+        let rewritten = match registry.as_deref_mut() {
+            Some(registry) => method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch, body).map(|path| {
+                stats.methods_direct += (path == method::Path::Direct) as u32;
+                true
+            }),
+            None => method::drop_at_handlers(&cx, &mi, &mut pool, &mut scratch, body),
+        };
+        match rewritten {
+            Ok(true) => {
                 copied = code.whole.end;
                 rewritten_names.push((m.name, m.desc));
                 stats.methods_rewritten += 1;
-                stats.methods_direct += (path == method::Path::Direct) as u32;
             }
+            Ok(false) => body.truncate(mark),
             Err(r) => {
                 body.truncate(mark);
                 stats.skipped.push((label(), r));

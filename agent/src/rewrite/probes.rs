@@ -426,6 +426,11 @@ impl SiteTail {
         }
         SiteTail { bytes, len, drop: invokestatic(refs, RuntimeMethod::Drop) }
     }
+
+    /// The tail of a method that gets drop probes only (no entry probe, no probe locals).
+    pub fn drops(refs: &RuntimeRefs) -> SiteTail {
+        SiteTail { bytes: [[0; 11]; 2], len: 0, drop: invokestatic(refs, RuntimeMethod::Drop) }
+    }
 }
 
 /// Writes the Methodref of `m` (`call`, `alloc` or `drop`) into the `invokestatic` operand at
