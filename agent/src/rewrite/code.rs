@@ -354,16 +354,19 @@ impl Decoded {
         // Whether the last segment is a run of plain instructions that the next one may join.
         let mut run = false;
         let mut off = 0u32;
-        // handlers[..hi] are at or before `off`.
+        // handlers[..hi] are at or before the instructions decoded; the next is `next_handler`.
         let mut hi = 0;
+        let mut next_handler = 0;
         while off < code_len {
             // A handler starts a segment (its drop probe goes before it); a run stops before the
             // next one.
-            while handlers.get(hi).is_some_and(|&h| h <= off) {
-                run &= handlers[hi] != off;
-                hi += 1;
+            if off >= next_handler {
+                while handlers.get(hi).is_some_and(|&h| h <= off) {
+                    run &= handlers[hi] != off;
+                    hi += 1;
+                }
+                next_handler = handlers.get(hi).map_or(u32::MAX, |&h| h);
             }
-            let limit = handlers.get(hi).map_or(usize::MAX, |&h| h as usize);
             let op = code[off as usize];
             if PLAIN_LEN[op as usize] != 0 {
                 // The common case: no Insn of its own, no probe, no target. The whole run of
@@ -378,7 +381,7 @@ impl Decoded {
                 let mut at = off as usize;
                 while let Some(&op) = code.get(at) {
                     let len = PLAIN_LEN[op as usize] as usize;
-                    if len == 0 || at >= limit {
+                    if len == 0 {
                         break;
                     }
                     if at + len > code.len() {
@@ -386,6 +389,11 @@ impl Decoded {
                     }
                     index_of[at] = seg as u16;
                     at += len;
+                }
+                // A run past a handler ends before it (the offsets past it are set again).
+                let limit = next_handler as usize;
+                if at > limit && index_of[limit] == seg as u16 {
+                    at = limit;
                 }
                 off = at as u32;
                 self.insns[seg].len = off - self.insns[seg].off;
@@ -1010,27 +1018,31 @@ impl Direct {
         // The entry probe's length, from the first site on.
         let mut entry_len = None;
         let mut off = 0usize;
-        // handlers[..hi] are before `off`.
+        // The next handler at or after `off` (usize::MAX: none) is handlers[hi - 1].
         let mut hi = 0;
+        let mut next_handler = 0;
         while off < code.len() {
             let first = off;
             // A handler's drop probe goes before its instruction, whose position it takes; a
-            // run of plain instructions stops before the next handler.
-            while handlers.get(hi).is_some_and(|&h| (h as usize) < off) {
-                hi += 1;
-            }
-            let drop_at = if handlers.get(hi) == Some(&(off as u32)) {
-                hi += 1;
-                let p = w.pos();
-                probes::emit_drop_with(&mut w, tail);
-                if !linked {
-                    self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
+            // run of plain instructions stops before the next handler. One test per segment
+            // for the common case, a method without handlers.
+            let mut drop_at = None;
+            if off >= next_handler {
+                while handlers.get(hi).is_some_and(|&h| (h as usize) < off) {
+                    hi += 1;
                 }
-                Some(p)
-            } else {
-                None
-            };
-            let limit = handlers.get(hi).map_or(usize::MAX, |&h| h as usize);
+                if handlers.get(hi) == Some(&(off as u32)) {
+                    hi += 1;
+                    drop_at = Some(w.pos());
+                    probes::emit_drop_with(&mut w, tail);
+                    if !linked {
+                        self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
+                    }
+                }
+                next_handler = handlers.get(hi).map_or(usize::MAX, |&h| h as usize);
+            }
+            // The next handler after `first` (`first` itself is done with).
+            let limit = next_handler;
             let op = code[off];
             'insn: {
                 if PLAIN_LEN[op as usize] != 0 {
@@ -1040,11 +1052,15 @@ impl Direct {
                     let shift = w.pos().wrapping_sub(start);
                     while let Some(&op) = code.get(off) {
                         let len = PLAIN_LEN[op as usize] as usize;
-                        if len == 0 || off >= limit {
+                        if len == 0 {
                             break;
                         }
                         newpos[off] = off.wrapping_add(shift) as u16;
                         off += len;
+                    }
+                    // A run past a handler ends before it (the positions past it are set again).
+                    if off > limit && newpos[limit] != NO_POS {
+                        off = limit;
                     }
                     // An instruction that overruns the code ends the run past the end.
                     w.run(code, start, code.get(start..off).ok_or(overrun)?);
