@@ -13,6 +13,8 @@
 //!   push siteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.call(IJJ)V
 //! - right after every allocation (new, newarray, anewarray, multianewarray):
 //!   push allocSiteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.alloc(IJJ)V
+//! - after some invokes (`probes.rs`) and first in every exception handler:
+//!   invokestatic lucce/Runtime.drop()V (the only probe of a class a recording leaves out)
 //! - in `java/lang/System$2.defineClass` only (`probes::DEFINE_HOOK`), after the entry probe:
 //!   aload 4; iload 7; invokestatic lucce/Runtime.hidden([BI)[B; astore 4
 //!

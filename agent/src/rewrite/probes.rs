@@ -16,8 +16,9 @@
 //! - site (call before an invoke, alloc after an allocation):
 //!   `push siteId; lload CTX; lload VER; invokestatic call|alloc(IJJ)V`
 //! - drop (after an invoke of a method the JIT may replace by an intrinsic, intrinsics.rs; after
-//!   every invoke with `ProbeChoice::drop_after_calls`): `invokestatic drop()V`, which drops the
-//!   caller's pending record that no entry probe took
+//!   every invoke with `ProbeChoice::drop_after_calls`; first in every exception handler, also in
+//!   the classes a recording leaves out, `drop_at_handlers_with`): `invokestatic drop()V`, which
+//!   drops the caller's pending record that no entry probe took
 //! - in one JDK method only, [`DEFINE_HOOK`], the entry probe goes on with
 //!   `aload BYTES; iload FLAGS; invokestatic hidden([BI)[B; astore BYTES`: the bytes of every
 //!   hidden class pass through the rewriter before the JVM defines the class.
