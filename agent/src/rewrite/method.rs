@@ -257,6 +257,7 @@ pub(crate) enum Path {
 
 /// Locates the parts of the method's Code attribute and classifies its sub-attributes into
 /// `s.sub`.
+#[inline(always)]
 fn parse_code_attr<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, pool: &PoolEdit<'a>, s: &mut Scratch<'a>) -> Result<CodeAttr<'a>, SkipReason> {
     let info: &'a [u8] = cx.bytes.get(m.info.clone()).ok_or(SkipReason::MalformedCode("attribute range"))?;
     let trunc = TRUNCATED;
@@ -298,6 +299,7 @@ fn parse_code_attr<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, pool: &PoolE
 
 /// Reads the line table as HotSpot keeps it (for the sites' lines, into `s.lines`, stably sorted
 /// by start_pc) and checks the line and local-variable tables against the code's length.
+#[inline(always)]
 fn read_tables(c: &CodeAttr<'_>, s: &mut Scratch<'_>) -> Result<(), SkipReason> {
     let code_len = c.code.len();
     s.lines.clear();
@@ -346,8 +348,12 @@ fn read_tables(c: &CodeAttr<'_>, s: &mut Scratch<'_>) -> Result<(), SkipReason> 
 /// from (one that threw before entering its method, a null receiver, or whose method lucce does
 /// not instrument); a handler that catches it and returns to code lucce cannot see (an excluded
 /// class, a native method) would otherwise leave it for an entry from there, which takes it.
+#[inline(always)]
 fn read_handlers(c: &CodeAttr<'_>, handlers: &mut Vec<u32>) -> Result<(), SkipReason> {
     handlers.clear();
+    if c.nexc == 0 {
+        return Ok(());
+    }
     for k in 0..c.nexc {
         handlers.push(be_u16(c.info, c.exc_start + k * 8 + 4).ok_or(TRUNCATED)? as u32);
     }
