@@ -37,11 +37,14 @@
 //! from another native, after that call site's record went stale, was trusted: a wrong trace on
 //! jython. Through an excluded method without the drops, an entry from excluded code that
 //! belonged to a frame further down, until stop 57: tests/live_scripts/LiveExcludedStale.java.)
+//! An exception leaves the record of a call that threw before entering its method: a drop probe
+//! starts every exception handler, those of left-out classes too (`rewrite::drop_at_handlers_with`).
 //! A stale record can still be trusted only for a pair that is
 //! also a real direct call, by an entry of that same method from code lucce cannot see that
-//! belongs to a frame further down, before any probe runs: after the call threw and code lucce
-//! cannot see caught the exception, or, with nothing left out, after the call site dispatched to
-//! a native override that entered nothing (docs/agent.md, "Known limits"). The
+//! belongs to a frame further down, before any probe runs: after the call threw and code without
+//! those drops caught the exception (a native method, a left-out class loaded before VMInit),
+//! or, with nothing left out, after the call site dispatched to a native override that entered
+//! nothing (docs/agent.md, "Known limits"). The
 //! upcalls the JVM makes while resolving an invoke (`loadClass`, `<clinit>`) are entered straight
 //! from the invoke with its own record, but do not have the name the invoke references, so they
 //! get a location site too: with the call site, a later stale record of that site was trusted
@@ -996,8 +999,8 @@ impl Recorder {
         //   location site (stop 57, measured before this case was allowed again);
         // - through methods left out or unrewritten: only when a drop probe follows every call
         //   (`drop_after_calls`: with classes left out). A valid record's call has then not
-        //   returned, and nothing instrumented has been entered since its probe, so it is this
-        //   live frame's. Without the drops, a call into such code that entered nothing left
+        //   returned (a call that threw had its record dropped by the handler that caught it),
+        //   and nothing instrumented has been entered since its probe, so it is this live frame's. Without the drops, a call into such code that entered nothing left
         //   the record valid for an entry further down (LiveExcludedStale);
         // - through a native method: no; the same upcall made later from another native, after
         //   the call site's record went stale, would be trusted (jython:

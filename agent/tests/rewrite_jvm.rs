@@ -122,6 +122,14 @@ fn drops_where_due(dir: &Path, class: &str, probed: bool) -> (u32, u32) {
     let out = run_ok(Command::new(tool("javap").expect("javap")).args(["-c", "-p", "-cp"]).arg(dir).arg(class));
     let text = String::from_utf8_lossy(&out.stdout);
     let is_drop = |line: &str| line.contains("// Method lucce/Runtime.drop:()V");
+    // Whether the instruction `line` calls a method the JIT may replace by an intrinsic; None
+    // when it calls nothing (javap leaves out the owner of a method of the class itself).
+    let intrinsic_call = |line: &str| {
+        let (_, called) = line.split_once("// Method ").or_else(|| line.split_once("// InterfaceMethod "))?;
+        let (owner_name, desc) = called.split_once(':')?;
+        let (owner, name) = owner_name.rsplit_once('.').unwrap_or(("", owner_name));
+        Some(may_be_intrinsic(owner.as_bytes(), name.trim_matches('"').as_bytes(), desc.as_bytes()))
+    };
     let (mut after_calls, mut at_handlers) = (0, 0);
     // javap prints each method's code, then its exception table.
     for method in text.split("    Code:\n").skip(1) {
@@ -140,18 +148,10 @@ fn drops_where_due(dir: &Path, class: &str, probed: bool) -> (u32, u32) {
                 assert!(is_drop(line), "{class}: handler at {at} starts with {line}");
                 at_handlers += 1;
             } else if is_drop(line) {
-                let called = prev.and_then(|p| p.split_once("// Method ").or_else(|| p.split_once("// InterfaceMethod "))).map(|(_, m)| m);
-                let intrinsic = called.and_then(|c| c.split_once(':')).and_then(|(owner_name, desc)| {
-                    let (owner, name) = owner_name.rsplit_once('.')?;
-                    Some(may_be_intrinsic(owner.as_bytes(), name.trim_matches('"').as_bytes(), desc.as_bytes()))
-                });
-                assert_eq!(intrinsic, Some(true), "{class}: a drop at {at} after {prev:?}");
+                assert_eq!(prev.and_then(intrinsic_call), Some(true), "{class}: a drop at {at} after {prev:?}");
                 after_calls += 1;
             } else if let Some(p) = prev.filter(|p| probed && !p.contains("lucce/Runtime")) {
-                if let Some((owner_name, desc)) = p.split_once("// Method ").or_else(|| p.split_once("// InterfaceMethod ")).and_then(|(_, m)| m.split_once(':')) {
-                    let (owner, name) = owner_name.rsplit_once('.').unwrap_or(("", owner_name));
-                    assert!(!may_be_intrinsic(owner.as_bytes(), name.trim_matches('"').as_bytes(), desc.as_bytes()), "{class}: no drop after {p}");
-                }
+                assert_ne!(intrinsic_call(p), Some(true), "{class}: no drop after {p}");
             }
             prev = Some(line);
         }

@@ -319,17 +319,10 @@ impl Decoded {
         }
     }
 
-    /// Unmarks every probe point (the instructions and the handlers' drops stay as they are).
-    pub fn drop_site_probes(&mut self) {
-        for ins in self.insns.iter_mut() {
-            ins.probe = Probe::None;
-        }
-        self.nprobes = 0;
-    }
-
-    /// Unmarks the allocation probe points (the instructions stay as they are).
-    pub fn drop_alloc_probes(&mut self) {
-        for ins in self.insns.iter_mut().filter(|ins| ins.probe == Probe::Alloc) {
+    /// Unmarks the probe points of `kind`, or all of them (the instructions and the handlers'
+    /// drops stay as they are).
+    pub fn drop_probes(&mut self, kind: Option<Probe>) {
+        for ins in self.insns.iter_mut().filter(|ins| ins.probe != Probe::None && kind.is_none_or(|k| ins.probe == k)) {
             ins.probe = Probe::None;
             self.nprobes -= 1;
         }

@@ -544,7 +544,7 @@ fn rewrite_general<'a>(
     }
     let probes = reg.probes();
     if !probes.alloc_sites {
-        d.drop_alloc_probes();
+        d.drop_probes(Some(Probe::Alloc));
     }
     for ins in d.insns.iter_mut().filter(|ins| ins.probe == Probe::Call && ins.op != OP_RETURN) {
         ins.drop = probes.drop_after_calls || invoke_target(code, ins.off, &pool.cp, &mut s.targets).drop;
@@ -555,7 +555,6 @@ fn rewrite_general<'a>(
     let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
     check_exceptions(c, &*d)?;
     let mut initial_set = decode_frames(cx, m, c, &s.sub, &mut s.frames, &s.d)?;
-    let needs_frames = cx.major >= 50;
     let (d, lay, frames) = (&mut s.d, &mut s.lay, &mut s.frames);
 
     // Worst-case layout before any id is handed out; skipped when even the worst case is
@@ -574,11 +573,7 @@ fn rewrite_general<'a>(
                 ins.probe_len = worst_site;
             }
         }
-        lay.compute(d, probes::entry_len(worst, locals))?;
-        if needs_frames && lay.any_wide {
-            ensure_initial(cx, m, frames, &mut initial_set)?;
-            add_widening_frames(frames, d, code, pool, cx.this_class)?;
-        }
+        lay_out(cx, m, code, d, lay, frames, pool, probes::entry_len(worst, locals), &mut initial_set)?;
     }
 
     // Ids, in bytecode order, then the shortest pushes.
@@ -612,12 +607,7 @@ fn rewrite_general<'a>(
     // Which branches widen, when any may; `emit` then records the positions as it writes the
     // code (alone when nothing can widen).
     let planned_len = if may_widen {
-        lay.compute(d, probes::entry_len(method_push, locals))?;
-        if needs_frames && lay.any_wide {
-            ensure_initial(cx, m, frames, &mut initial_set)?;
-            add_widening_frames(frames, d, code, pool, cx.this_class)?;
-        }
-        Some(lay.code_len)
+        Some(lay_out(cx, m, code, d, lay, frames, pool, probes::entry_len(method_push, locals), &mut initial_set)?)
     } else {
         None
     };
@@ -646,18 +636,13 @@ pub(crate) fn drop_at_handlers<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, 
     }
     let d = &mut s.d;
     d.decode(c.code, &s.handlers)?;
-    d.drop_site_probes();
+    d.drop_probes(None);
     check_exceptions(&c, &*d)?;
     let mut initial_set = decode_frames(cx, m, &c, &s.sub, &mut s.frames, &s.d)?;
     let (d, lay, frames) = (&mut s.d, &mut s.lay, &mut s.frames);
     let bound = c.code.len() as u64 + d.ndrops as u64 * probes::DROP_LEN as u64 + 3 * d.targets.len() as u64;
     let planned_len = if bound > i16::MAX as u64 {
-        lay.compute(d, 0)?;
-        if cx.major >= 50 && lay.any_wide {
-            ensure_initial(cx, m, frames, &mut initial_set)?;
-            add_widening_frames(frames, d, c.code, pool, cx.this_class)?;
-        }
-        Some(lay.code_len)
+        Some(lay_out(cx, m, c.code, d, lay, frames, pool, 0, &mut initial_set)?)
     } else {
         None
     };
@@ -909,6 +894,29 @@ fn probe_local_entries(pool: &mut PoolEdit<'_>, locals: ProbeLocals, code_len: u
         b[10..].copy_from_slice(&entry(ver_name, long_desc, locals.ver));
         (b, 2)
     }
+}
+
+/// Lays the segments out after an entry probe of `entry_len` bytes, widening the branches that
+/// need it, and gives a class verified by type checking the frames those need; the new code's
+/// length. `initial_set`: whether `frames` has the method's initial frame.
+#[allow(clippy::too_many_arguments)]
+fn lay_out<'a>(
+    cx: &ClassCtx<'a, '_>,
+    m: &MethodIn<'a, '_>,
+    code: &'a [u8],
+    d: &mut Decoded,
+    lay: &mut Layout,
+    frames: &mut Frames<'a>,
+    pool: &PoolEdit<'a>,
+    entry_len: u32,
+    initial_set: &mut bool,
+) -> Result<u32, SkipReason> {
+    lay.compute(d, entry_len)?;
+    if cx.major >= 50 && lay.any_wide {
+        ensure_initial(cx, m, frames, initial_set)?;
+        add_widening_frames(frames, d, code, pool, cx.this_class)?;
+    }
+    Ok(lay.code_len)
 }
 
 /// Adds frames after conditional branches that were widened into `if!cond; goto_w` when the
