@@ -30,6 +30,7 @@ run() { # MODE: one run, one line
     || { echo "$0: $1 run failed:" >&2; cat "$TMP/out" >&2; exit 1; }
   grep -qx started "$TMP/out" || { echo "$0: $1 run printed something else:" >&2; cat "$TMP/out" >&2; exit 1; }
   [[ -f $TMP/summary ]] && batch=$(sed -n 's/.* in one batch .* in \([0-9.]*\) ms;.*/\1/p' "$TMP/summary")
+  batch=${batch:--}
   read -r wall user sys rss <"$TMP/time"
   printf '%-13s wall %5.2f s  user %5.2f s  sys %5.2f s  peak RSS %6.1f MiB  batch %s ms\n' "$1" "$wall" "$user" "$sys" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" "$batch"
 }
@@ -39,6 +40,6 @@ for _ in $(seq 1 "$ROUNDS"); do
 done | tee "$TMP/runs"
 echo "means over $ROUNDS rounds:"
 for m in "${modes[@]}"; do
-  awk -v m="$m" '$1 == m { n++; w += $3; u += $6; s += $9; r += $13; if ($16 != "-") b += $16 }
-    END { printf "%-13s wall %5.3f s  CPU %5.3f s  peak RSS %6.1f MiB  batch %s\n", m, w/n, (u+s)/n, r/n, (m == "none" ? "-" : sprintf("%.1f ms", b/n)) }' "$TMP/runs"
+  awk -v m="$m" '$1 == m { n++; w += $3; u += $6; s += $9; r += $13; if ($16 != "-") { nb++; b += $16 } }
+    END { printf "%-13s wall %5.3f s  CPU %5.3f s  peak RSS %6.1f MiB  batch %s\n", m, w/n, (u+s)/n, r/n, (nb ? sprintf("%.1f ms", b/nb) : "-") }' "$TMP/runs"
 done
