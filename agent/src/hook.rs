@@ -836,6 +836,9 @@ impl Agent {
         if self.dead.swap(true, Ordering::AcqRel) {
             return;
         }
+        // Before the recorder closes and frees its tables.
+        #[cfg(feature = "alloc-stats")]
+        crate::alloc_stats::report();
         let check = self.count_check.as_ref().map(|cc| {
             let _ = self.jvmti.set_event_notification_mode(false, jvmti::JVMTI_EVENT_METHOD_ENTRY, std::ptr::null_mut());
             cc.report(self.jvmti, jni, &self.options, &self.registry, Some(self.counters))

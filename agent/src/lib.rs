@@ -7,11 +7,13 @@
 //! Module map: `jvmti` (hand-written FFI), `options` (the option string), `hook` (JVMTI events:
 //! the load hook, VMInit retransformation, VMDeath), `registry` (method and site ids), `runtime`
 //! (counter memory, the embedded runtime class and its native), `summary`, `count_check`
-//! (reference counts from JVMTI MethodEntry events), `log` (the agent's diagnostics).
+//! (reference counts from JVMTI MethodEntry events), `log` (the agent's diagnostics),
+//! `alloc_stats` (what holds the agent's heap, with the cargo feature `alloc-stats`).
 //!
 //! Rule for every `extern "C"` entry point: nothing unwinds into the JVM (`catch_unwind`), and a
 //! failure leaves the JVM running without the agent rather than stopping it.
 
+pub mod alloc_stats;
 pub mod class_cache;
 pub mod count_check;
 mod ref_threads;
@@ -24,6 +26,10 @@ pub mod registry;
 pub mod rewrite;
 pub mod runtime;
 pub mod summary;
+
+#[cfg(feature = "alloc-stats")]
+#[global_allocator]
+static COUNTED: alloc_stats::Counted = alloc_stats::Counted;
 
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
