@@ -25,8 +25,9 @@ for name in "$@"; do
     "$WL_KIT/run.sh" "$name" "$WL_DIR" 2>/dev/null | grep ' rc=' | tail -1)
   [[ $line == *"rc=0 "*"check=ok"* ]] || { echo "$name: ${line:-no result}" >&2; status=1; }
   echo "== $name"
-  # One report per JVM of the run (the kit's wrappers may start more than one).
-  grep -h '^lucce-agent heap:' "$WL_DIR/logs/$name.log" | awk -v top="$TOP" '/live at VMDeath/ { n = 0 } n++ <= top' |
+  # One report per JVM of the run (the kit's wrappers may start more than one); not from the
+  # start of a line, which a program's output may not have ended (h2's).
+  grep -ho 'lucce-agent heap: .*' "$WL_DIR/logs/$name.log" | awk -v top="$TOP" '/live at VMDeath/ { n = 0 } n++ <= top' |
     sed 's/^lucce-agent heap: //' | grep . || { echo "$name: no heap report in $WL_DIR/logs/$name.log" >&2; status=1; }
   rm -rf "${work:?}/store"
 done
