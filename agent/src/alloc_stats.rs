@@ -1,7 +1,7 @@
 //! What holds the agent's heap (cargo feature `alloc-stats`, for memory work only): a global
 //! allocator that counts the bytes the library has allocated and not freed (the agent, the
-//! encoder, the store writer, sled) and remembers where each block of [`BIG`] bytes or more
-//! came from; VMDeath prints them by allocation site, with how much of each is resident
+//! encoder, the store writer, sled) and remembers where each block of [`min_tracked`] bytes or
+//! more came from; VMDeath prints them by allocation site, with how much of each is resident
 //! (`mincore`), since a zeroed block nobody wrote costs no memory. heaptrack does this for most
 //! programs, but its unwinder crashes some JVMs (fop, stop 59). Capturing a backtrace per large
 //! block costs time, and printing them loads the library's debug information: read the report,
@@ -14,8 +14,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// Blocks at least this large are tracked one by one, with their allocation site.
-pub const BIG: usize = 64 * 1024;
+/// Blocks at least this large are tracked one by one, with their allocation site, unless the
+/// environment variable `LUCCE_ALLOC_STATS_MIN` gives another size in bytes (1 tracks every
+/// block, at the cost of a backtrace per allocation).
+pub const DEFAULT_MIN_TRACKED: usize = 64 * 1024;
 
 /// Frames of a site key: the innermost ones of the agent's, the store's and sled's code.
 const SITE_FRAMES: usize = 4;
@@ -103,7 +105,7 @@ static LEDGER: Mutex<Option<Ledger<Backtrace>>> = Mutex::new(None);
 
 thread_local! {
     /// Set while this thread is inside the ledger: the ledger's own allocations (its map, the
-    /// backtrace) are counted but not tracked, which would recurse.
+    /// backtraces) are neither counted nor tracked (tracking them would recurse).
     static BUSY: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -117,13 +119,42 @@ fn outside_ledger(f: impl FnOnce()) {
     });
 }
 
+/// Counts `delta` bytes unless the ledger allocated or freed them for itself.
 fn count(delta: isize) {
+    if BUSY.try_with(Cell::get).unwrap_or(false) {
+        return;
+    }
     let now = LIVE.fetch_add(delta as usize, Relaxed).wrapping_add(delta as usize);
     PEAK.fetch_max(now, Relaxed);
 }
 
+/// Parses `LUCCE_ALLOC_STATS_MIN`'s value: a size in bytes, at least 1.
+fn parse_min(v: Option<&[u8]>) -> usize {
+    v.and_then(|b| std::str::from_utf8(b).ok()).and_then(|s| s.trim().parse().ok()).filter(|&n| n >= 1).unwrap_or(DEFAULT_MIN_TRACKED)
+}
+
+/// The smallest block tracked (read once, without allocating: this runs inside the allocator).
+pub fn min_tracked() -> usize {
+    static MIN: AtomicUsize = AtomicUsize::new(0);
+    match MIN.load(Relaxed) {
+        0 => {
+            // SAFETY: the name is a NUL-terminated literal; getenv's result, when not null, is a
+            // NUL-terminated string that lives while the environment is not changed (read here
+            // at once).
+            let v = unsafe {
+                let p = libc::getenv(c"LUCCE_ALLOC_STATS_MIN".as_ptr());
+                (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_bytes())
+            };
+            let n = parse_min(v);
+            MIN.store(n, Relaxed);
+            n
+        }
+        n => n,
+    }
+}
+
 fn track(p: *mut u8, size: usize) {
-    if !p.is_null() && size >= BIG {
+    if !p.is_null() && size >= min_tracked() {
         outside_ledger(|| {
             let site = Backtrace::force_capture();
             if let Ok(mut l) = LEDGER.lock() {
@@ -134,7 +165,7 @@ fn track(p: *mut u8, size: usize) {
 }
 
 fn untrack(p: *mut u8, size: usize) {
-    if size >= BIG {
+    if size >= min_tracked() {
         outside_ledger(|| {
             if let Ok(mut l) = LEDGER.lock() {
                 if let Some(l) = l.as_mut() {
@@ -199,12 +230,20 @@ pub fn report() {
         let mb = |b: usize| b as f64 / 1e6;
         let (bytes, res, blocks) = sites.iter().fold((0, 0, 0), |a, s| (a.0 + s.bytes, a.1 + s.resident, a.2 + s.blocks));
         eprintln!(
-            "lucce-agent heap: {:.1} MB live at VMDeath (peak {:.1} MB); {:.1} MB in {blocks} blocks of {} KiB or more, {:.1} MB of them resident",
+            "lucce-agent heap: {:.1} MB live at VMDeath (peak {:.1} MB); {:.1} MB in {blocks} blocks of {} bytes or more, {:.1} MB of them resident",
             mb(live),
             mb(peak),
             mb(bytes),
-            BIG / 1024,
+            min_tracked(),
             mb(res)
+        );
+        // SAFETY: mallinfo2 only reads malloc's statistics.
+        let m = unsafe { libc::mallinfo2() };
+        eprintln!(
+            "lucce-agent heap: the process's malloc (the JVM's too): {:.1} MB in use, {:.1} MB free in its arenas, {:.1} MB mapped apart",
+            mb(m.uordblks),
+            mb(m.fordblks),
+            mb(m.hblkhd)
         );
         for s in &sites {
             eprintln!("lucce-agent heap: {:8.1} MB {:8.1} MB resident {:5} blocks  {}", mb(s.bytes), mb(s.resident), s.blocks, s.site);
@@ -252,6 +291,16 @@ mod tests {
             "lucce_encoder::memo::Memo::insert <- sled::tree::Tree::insert <- lucce_agent::hook::install <- lucce_agent::hook::a"
         );
         assert_eq!(site_key("   0: std::rt::lang_start\n"), "(no frame of lucce, sled or rkyv)");
+    }
+
+    #[test]
+    fn the_smallest_block_tracked_comes_from_the_environment_or_is_64_kib() {
+        assert_eq!(parse_min(Some(b"1024")), 1024);
+        assert_eq!(parse_min(Some(b" 1 ")), 1);
+        for bad in [&b"0"[..], b"-5", b"64k", b"", b"\xff"] {
+            assert_eq!(parse_min(Some(bad)), DEFAULT_MIN_TRACKED, "{bad:?}");
+        }
+        assert_eq!(parse_min(None), DEFAULT_MIN_TRACKED);
     }
 
     #[test]
