@@ -210,10 +210,13 @@ unsafe impl GlobalAlloc for Counted {
     }
 
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
+        // Out of the ledger first: once moved, `p` may go to another thread's allocation.
+        untrack(p, l.size());
         // SAFETY: as in `alloc`.
         let q = unsafe { System.realloc(p, l, new_size) };
-        if !q.is_null() {
-            untrack(p, l.size());
+        if q.is_null() {
+            track(p, l.size());
+        } else {
             count(new_size as isize - l.size() as isize);
             track(q, new_size);
         }
