@@ -825,31 +825,6 @@ fn class_initialization() {
         .run();
 }
 
-/// Full encoding gives no call probe to a call of one of the class's own leaves, and a method
-/// whose calls are all such calls is a leaf itself (`ProbeChoice::leaf_calls`): class
-/// initializers triggered from the innermost of a chain of them must still be placed exactly
-/// (the walk goes through every leaf frame), before and after the JIT compiled the calls; the
-/// `sample=1` run keeps the call probes.
-#[test]
-fn calls_of_own_leaves() {
-    Scenario::new("LiveLeaves")
-        .sample()
-        .expect(&[
-            "before-leaves",
-            "clinit-in-chain",
-            "after-chain",
-            "clinit-in-private",
-            "after-private",
-            "clinit-in-recursion",
-            "after-recursion",
-            "clinit-in-interface",
-            "after-interface",
-            "clinit-late",
-            "main-end",
-        ])
-        .run();
-}
-
 #[test]
 fn custom_class_loader() {
     Scenario::new("LiveLoader")

@@ -685,13 +685,11 @@ impl Recorder {
     }
 
     /// The registry that numbers methods and sites after the encoder's virtual roots, and asks
-    /// for record mode's probes: none for allocations (not recorded yet), with classes left
-    /// out a drop probe after every call, and in full encoding (no sampling, nothing left out)
-    /// no call probe before a call of one of the class's own leaves (`ProbeChoice::leaf_calls`).
+    /// for record mode's probes: none for allocations (not recorded yet), and with classes left
+    /// out a drop probe after every call.
     pub fn registry(&self) -> Registry {
         let (m, s) = self.encoder.next_ids();
-        let leaf_calls = self.drop_after_calls || self.sample != 0;
-        let probes = ProbeChoice { alloc_sites: false, drop_after_calls: self.drop_after_calls, leaf_calls };
+        let probes = ProbeChoice { alloc_sites: false, drop_after_calls: self.drop_after_calls };
         Registry::starting_at(m.0, s.0).with_probes(probes)
     }
 

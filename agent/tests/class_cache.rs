@@ -370,7 +370,7 @@ fn the_mode_names_the_files() {
     let classes = jdk_classes();
     let dir = filled(classes, &direct(classes));
     for (alloc_sites, drop_after_calls) in [(false, false), (false, true), (true, true)] {
-        let other = ClassCache::open(dir.path(), ProbeChoice { alloc_sites, drop_after_calls, ..ProbeChoice::default() }).unwrap();
+        let other = ClassCache::open(dir.path(), ProbeChoice { alloc_sites, drop_after_calls }).unwrap();
         assert_eq!(other.stats().entries_at_start, 0, "alloc_sites {alloc_sites}, drop_after_calls {drop_after_calls}");
     }
 }

@@ -27,7 +27,7 @@ impl SiteRegistry for Counter {
     }
 
     fn probes(&self) -> ProbeChoice {
-        ProbeChoice { alloc_sites: !self.no_alloc_sites, ..ProbeChoice::default() }
+        ProbeChoice { alloc_sites: !self.no_alloc_sites, drop_after_calls: false }
     }
 
     fn method(&mut self, _m: &MethodInfo<'_>) -> u32 {

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use lucce_agent::rewrite::check::{check_class, method_code_attributes};
 use lucce_agent::rewrite::intrinsics::may_be_intrinsic;
-use lucce_agent::rewrite::{drop_at_handlers_with, ProbeChoice, SkipReason};
+use lucce_agent::rewrite::{drop_at_handlers_with, SkipReason};
 use rewrite_common::*;
 
 /// A statement of 8 bytes of bytecode (iload, bipush, imul, bipush, iadd, istore).
@@ -281,59 +281,4 @@ fn java8_end_to_end() {
 #[test]
 fn java7_end_to_end() {
     end_to_end("7");
-}
-
-/// Full encoding's choice (`ProbeChoice::leaf_calls` off): a call of one of the class's own
-/// leaves (static, or private by any invoke kind) has no call probe, a method whose every call is
-/// such a call is a leaf itself, a recursion keeps its probes, and calls of other classes'
-/// methods keep theirs; on both rewrite paths, and the program runs the same under the verifier.
-#[test]
-fn calls_of_own_leaves_get_no_probe() {
-    let tmp = tempfile::tempdir().unwrap();
-    let stub = stub_runtime(tmp.path());
-    let src = tmp.path().join("src/Leaves.java");
-    std::fs::create_dir_all(src.parent().unwrap()).unwrap();
-    std::fs::write(
-        &src,
-        "public class Leaves {\n\
-         private static int c3(int x) { return x + 1; }\n\
-         private static int c2(int x) { return c3(x) * 2; }\n\
-         static int c1(int x) { return c2(x) + c2(x + 1); }\n\
-         private int inst(int x) { return x + 3; }\n\
-         public int viaPrivate(int x) { return inst(x) + inst(x); }\n\
-         private static int rec(int n) { return n == 0 ? 0 : 1 + rec(n - 1); }\n\
-         static int other(int x) { return Math.abs(x) + c1(x); }\n\
-         interface Shape { private int secret(int x) { return x * 5; } default int area(int x) { return secret(x) + 1; } }\n\
-         static class Square implements Shape {}\n\
-         public static void main(String[] a) { System.out.println(c1(1) + new Leaves().viaPrivate(2) + rec(3) + other(-4) + new Square().area(6)); }\n\
-         }\n",
-    )
-    .unwrap();
-    let orig = tmp.path().join("orig");
-    compile(&[src], &orig, &[]);
-    let (want, _) = run_java(&[&orig], "Leaves");
-    for general in [false, true] {
-        let probes = ProbeChoice { alloc_sites: false, leaf_calls: false, ..ProbeChoice::default() };
-        let mut reg = Recorder { general, probes, ..Recorder::default() };
-        let new = tmp.path().join(format!("new-{general}"));
-        rewrite_tree(&orig, &new, &mut reg);
-        let method = |name: &str| reg.methods.iter().position(|(_, n, _)| n == name).unwrap_or_else(|| panic!("{name} not registered"));
-        let sites_of = |name: &str| reg.sites.iter().filter(|s| s.0 as usize == method(name)).count();
-        for leaf in ["c3", "c2", "c1", "inst", "viaPrivate", "secret", "area"] {
-            assert!(reg.leaves[method(leaf)], "{leaf} (general {general}) is a leaf");
-            assert_eq!(sites_of(leaf), 0, "{leaf} (general {general}): no site");
-        }
-        for (name, sites) in [("rec", 1), ("other", 1), ("main", 7)] {
-            assert!(!reg.leaves[method(name)], "{name} (general {general}) is not a leaf");
-            assert_eq!(sites_of(name), sites, "{name} (general {general}): its sites");
-        }
-        let (got, _) = run_java(&[&new, &stub], "Leaves");
-        assert_eq!(got, want, "general {general}");
-    }
-    // With call probes before them (counting mode's choice), every invoke has its site.
-    let mut reg = Recorder::default();
-    rewrite_tree(&orig, &tmp.path().join("counting"), &mut reg);
-    let c1 = reg.methods.iter().position(|(_, n, _)| n == "c1").unwrap();
-    assert!(!reg.leaves[c1]);
-    assert_eq!(reg.sites.iter().filter(|s| s.0 as usize == c1).count(), 2);
 }

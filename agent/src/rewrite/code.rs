@@ -980,8 +980,7 @@ impl Direct {
     /// (otherwise [`Direct::link`] writes them later, as [`probes::link_site`] describes). `site(off,
     /// probe)` is asked at each probe point for the push of its site id, the entry probe's
     /// length (the method takes its id at its first site) and, for an invoke, whether a drop
-    /// probe follows it; None for an invoke without a probe (a call of one of the class's own
-    /// leaves, `ProbeChoice::leaf_calls`), copied as it is.
+    /// probe follows it.
     #[allow(clippy::too_many_arguments)]
     pub fn walk(
         &mut self,
@@ -990,7 +989,7 @@ impl Direct {
         alloc_probes: bool,
         tail: &probes::SiteTail,
         linked: bool,
-        mut site: impl FnMut(u32, Probe) -> Result<Option<(IntPush, u32, bool)>, SkipReason>,
+        mut site: impl FnMut(u32, Probe) -> Result<(IntPush, u32, bool), SkipReason>,
     ) -> Result<Walk, SkipReason> {
         let code_len = code.len() as u32;
         if code_len == 0 || code_len > DIRECT_MAX_CODE || handlers.len() > DIRECT_MAX_HANDLERS {
@@ -1108,25 +1107,20 @@ impl Direct {
                         if alloc {
                             w.run(code, off, &code[off..off + len]);
                         }
-                        match site(o, if alloc { Probe::Alloc } else { Probe::Call })? {
-                            // An invoke without a probe.
-                            None => w.run(code, off, &code[off..off + len]),
-                            Some((push, e, drop)) => {
-                                entry_len = Some(e);
-                                probes::emit_site_with(&mut w, alloc, push, tail);
-                                // The `invokestatic` operand ends a probe.
-                                if !linked {
-                                    self.links.push((w.pos() as u32 - 2, if alloc { RuntimeMethod::Alloc } else { RuntimeMethod::Call }));
-                                }
-                                if !alloc {
-                                    w.run(code, off, &code[off..off + len]);
-                                }
-                                if drop {
-                                    probes::emit_drop_with(&mut w, tail);
-                                    if !linked {
-                                        self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
-                                    }
-                                }
+                        let (push, e, drop) = site(o, if alloc { Probe::Alloc } else { Probe::Call })?;
+                        entry_len = Some(e);
+                        probes::emit_site_with(&mut w, alloc, push, tail);
+                        // The `invokestatic` operand ends a probe.
+                        if !linked {
+                            self.links.push((w.pos() as u32 - 2, if alloc { RuntimeMethod::Alloc } else { RuntimeMethod::Call }));
+                        }
+                        if !alloc {
+                            w.run(code, off, &code[off..off + len]);
+                        }
+                        if drop {
+                            probes::emit_drop_with(&mut w, tail);
+                            if !linked {
+                                self.links.push((w.pos() as u32 - 2, RuntimeMethod::Drop));
                             }
                         }
                     }

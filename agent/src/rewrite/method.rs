@@ -22,7 +22,7 @@
 
 use std::ops::Range;
 
-use super::classfile::{be_u16, for_each_attr, ConstPool, Method, Reader, MAX_CP_COUNT};
+use super::classfile::{be_u16, for_each_attr, ConstPool, Reader, MAX_CP_COUNT};
 use super::code::{self, Boundaries, CodeMap, Decoded, Direct, Kind, Layout, Probe, Pushes, Segmented, Walk, OP_GOTO, OP_JSR, OP_RETURN};
 use super::frames::{self, Frames};
 use super::pool::PoolEdit;
@@ -54,7 +54,7 @@ pub(crate) struct Scratch<'a> {
     /// Sub-attributes of the Code attribute: (whole, info, kind).
     sub: Vec<(Range<usize>, Range<usize>, u8)>,
     /// What the class's invoked constant-pool entries call (see [`Targets`]).
-    targets: Targets<'a>,
+    targets: Targets,
     /// Per class, by constant-pool index, the `ATTR_*` kind of each attribute name met so far
     /// plus 1 (0: not met yet): a class's methods share their attribute names' entries.
     attr_kinds: Vec<u8>,
@@ -63,23 +63,10 @@ pub(crate) struct Scratch<'a> {
 /// Per class, [`invoke_target`]'s answer for each constant-pool entry already invoked: most
 /// entries are invoked from several sites, and the answer decodes and hashes two strings.
 #[derive(Default)]
-struct Targets<'a> {
+struct Targets {
     /// By constant-pool index: 0 if not known yet, else 1 + its index in `known`.
     slot: Vec<u16>,
     known: Vec<Target>,
-    /// This class's name and its own leaves ([`own_leaves`]; empty with call probes before
-    /// their calls).
-    this: &'a [u8],
-    own_leaves: Vec<OwnLeaf<'a>>,
-}
-
-/// A method of the class being rewritten that gets a leaf's entry probe, and that an invoke of
-/// the right kind reaches exactly (see [`own_leaves`]).
-#[derive(Clone, Copy)]
-struct OwnLeaf<'a> {
-    name: &'a [u8],
-    desc: &'a [u8],
-    is_static: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -91,8 +78,6 @@ struct Target {
     key: u64,
     /// A method the JIT may replace by an intrinsic (intrinsics.rs).
     intrinsic: bool,
-    /// One of the class's own leaves: whether it is static.
-    own_leaf: Option<bool>,
 }
 
 /// What an invoke calls, as its site and probes need it.
@@ -104,12 +89,10 @@ struct Invoked {
     target: u64,
     /// The JIT may replace it by an intrinsic: a drop probe goes after it (intrinsics.rs).
     drop: bool,
-    /// It can only enter one of the class's own leaves: no call probe (`ProbeChoice::leaf_calls`).
-    own_leaf: bool,
 }
 
 /// What an allocation site's probe is, in the terms of [`Invoked`].
-const ALLOCATION: Invoked = Invoked { api: false, target: super::ANY_TARGET, drop: false, own_leaf: false };
+const ALLOCATION: Invoked = Invoked { api: false, target: super::ANY_TARGET, drop: false };
 
 impl Scratch<'_> {
     /// The same buffers, emptied, for the next class (whose bytes live elsewhere).
@@ -126,9 +109,6 @@ impl Scratch<'_> {
             targets: Targets {
                 slot: clear(self.targets.slot),
                 known: clear(self.targets.known),
-                this: &[],
-                // Emptied, so the map never runs: it only changes the lifetime, in place.
-                own_leaves: clear(self.targets.own_leaves).into_iter().map(|_| OwnLeaf { name: &[], desc: &[], is_static: false }).collect(),
             },
             attr_kinds: clear(self.attr_kinds),
         }
@@ -485,14 +465,7 @@ fn rewrite_direct<'a>(
     let mut method: Option<(u32, IntPush, ProbeLocals, u32)> = None;
     let mut lp = 0;
     let (lines, handlers, targets, has_lnt) = (&s.lines, &s.handlers, &mut s.targets, c.has_lnt);
-    let site = |off: u32, probe: Probe| -> Result<Option<(IntPush, u32, bool)>, SkipReason> {
-        let (kind, invoked) = match probe {
-            Probe::Alloc => (SiteKind::Alloc, ALLOCATION),
-            _ => (SiteKind::Call, invoke_target(code, off, &pool.cp, targets)),
-        };
-        if invoked.own_leaf {
-            return Ok(None);
-        }
+    let site = |off: u32, probe: Probe| -> Result<(IntPush, u32, bool), SkipReason> {
         let (method_id, _, _, entry_len) = match method {
             Some(v) => v,
             None => {
@@ -505,9 +478,13 @@ fn rewrite_direct<'a>(
             }
         };
         let line = site_line(lines, has_lnt, &mut lp, off);
-        let Invoked { api, target, drop, .. } = invoked;
+        let (kind, invoked) = match probe {
+            Probe::Alloc => (SiteKind::Alloc, ALLOCATION),
+            _ => (SiteKind::Call, invoke_target(code, off, &pool.cp, targets)),
+        };
+        let Invoked { api, target, drop } = invoked;
         let id = reg.site(method_id, &SiteInfo { kind, bci: off, line, api, target });
-        Ok(Some((push_for(id, pool), entry_len, kind == SiteKind::Call && (drop || probes.drop_after_calls))))
+        Ok((push_for(id, pool), entry_len, kind == SiteKind::Call && (drop || probes.drop_after_calls)))
     };
     if let Walk::Switch = s.direct.walk(code, handlers, probes.alloc_sites, &tail, known_refs.is_some(), site)? {
         return Ok(Walk::Switch);
@@ -568,14 +545,6 @@ fn rewrite_general<'a>(
     let probes = reg.probes();
     if !probes.alloc_sites {
         d.drop_probes(Some(Probe::Alloc));
-    }
-    if !s.targets.own_leaves.is_empty() {
-        for ins in d.insns.iter_mut().filter(|ins| ins.probe == Probe::Call && ins.op != OP_RETURN) {
-            if invoke_target(code, ins.off, &pool.cp, &mut s.targets).own_leaf {
-                ins.probe = Probe::None;
-                d.nprobes -= 1;
-            }
-        }
     }
     for ins in d.insns.iter_mut().filter(|ins| ins.probe == Probe::Call && ins.op != OP_RETURN) {
         ins.drop = probes.drop_after_calls || invoke_target(code, ins.off, &pool.cp, &mut s.targets).drop;
@@ -849,7 +818,7 @@ fn write_tables<'a>(
 /// for an invokedynamic; [`super::ANY_TARGET`] for a method of `MethodHandle` or `VarHandle`, or
 /// when unreadable); whether the JIT may replace it by an intrinsic.
 #[inline]
-fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets<'_>) -> Invoked {
+fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets) -> Invoked {
     const INVOKEDYNAMIC: u8 = 0xBA;
     let o = off as usize;
     let (Some(&op), Some(idx)) = (code.get(o), be_u16(code, o + 1)) else { return ALLOCATION };
@@ -863,7 +832,7 @@ fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets<
     let t = match known.slot.get(idx as usize).and_then(|&k| known.known.get((k as usize).wrapping_sub(1))) {
         Some(t) if t.indy == indy => *t,
         _ => {
-            let t = Target::of(cp, idx, indy, known.this, &known.own_leaves);
+            let t = Target::of(cp, idx, indy);
             if let Some(k) = known.slot.get_mut(idx as usize) {
                 // At most one per entry of a pool of at most 65535: the slot fits a u16.
                 known.known.push(t);
@@ -872,18 +841,14 @@ fn invoke_target(code: &[u8], off: u32, cp: &ConstPool<'_>, known: &mut Targets<
             t
         }
     };
-    // The kind of invoke that reaches that method and no other: invokestatic a static one; any
-    // other a private one (invokevirtual and invokeinterface select a private method as
-    // resolved, JVMS 6.5).
-    let own_leaf = t.own_leaf == Some(op == probes::INVOKESTATIC);
-    Invoked { api: op == probes::INVOKESTATIC && t.lucce_api, target: t.key, drop: t.intrinsic, own_leaf }
+    Invoked { api: op == probes::INVOKESTATIC && t.lucce_api, target: t.key, drop: t.intrinsic }
 }
 
 impl Target {
     /// What an invoke of entry `idx` (an invokedynamic when `indy`) calls. Out of line: the
     /// cache lookup around it stays small enough to inline.
     #[inline(never)]
-    fn of(cp: &ConstPool<'_>, idx: u16, indy: bool, this: &[u8], own_leaves: &[OwnLeaf<'_>]) -> Target {
+    fn of(cp: &ConstPool<'_>, idx: u16, indy: bool) -> Target {
         let (class, nat) = if indy {
             (None, cp.dynamic_nat(idx))
         } else {
@@ -896,88 +861,18 @@ impl Target {
         let lucce_api = class == Some(b"lucce/Lucce");
         if indy {
             let key = nat.and_then(|(_, d)| super::indy_target_key(cp.utf8(d)?)).unwrap_or(super::ANY_TARGET);
-            return Target { indy, lucce_api, key, intrinsic: false, own_leaf: None };
+            return Target { indy, lucce_api, key, intrinsic: false };
         }
         let Some((n, d)) = nat.and_then(|(n, d)| cp.utf8(n).zip(cp.utf8(d))) else {
-            return Target { indy, lucce_api, key: super::ANY_TARGET, intrinsic: false, own_leaf: None };
+            return Target { indy, lucce_api, key: super::ANY_TARGET, intrinsic: false };
         };
         let name_key = super::target_key(n, d);
         let any = matches!(class, Some(b"java/lang/invoke/MethodHandle" | b"java/lang/invoke/VarHandle"));
         let key = if any { super::ANY_TARGET } else { name_key };
         let intrinsic = class.is_some_and(|c| super::intrinsics::listed(c, n, d, name_key));
-        let own_leaf = (class == Some(this)).then(|| own_leaves.iter().find(|l| l.name == n && l.desc == d)).flatten().map(|l| l.is_static);
-        Target { indy, lucce_api, key, intrinsic, own_leaf }
+        Target { indy, lucce_api, key, intrinsic }
     }
 }
-
-/// With `ProbeChoice::leaf_calls` off: finds the class's own leaves for [`invoke_target`]. A
-/// method is one when no dispatch can pass it over (static or private; not a constructor or
-/// `<clinit>`) and it has no probe point: no allocation when allocations get probes, and each
-/// invoke an invoke of one of them by its exact kind. Found from none up, so that no recursion is
-/// one: a recursion keeps its call probes.
-pub(crate) fn own_leaves<'a>(bytes: &'a [u8], cp: &ConstPool<'a>, this: &'a [u8], methods: &[Method], alloc_sites: bool, s: &mut Scratch<'a>) {
-    struct Candidate<'a> {
-        leaf: OwnLeaf<'a>,
-        /// The invokes in it: (invokestatic, name, descriptor) of a method of this class.
-        calls: Vec<(bool, &'a [u8], &'a [u8])>,
-        found: bool,
-    }
-    let t = &mut s.targets;
-    t.this = this;
-    t.own_leaves.clear();
-    let mut candidates = Vec::new();
-    'methods: for m in methods {
-        let Some(attr) = &m.code else { continue };
-        if m.dup_code || m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 || m.access & (super::ACC_STATIC | ACC_PRIVATE) == 0 {
-            continue;
-        }
-        let (Some(name), Some(desc)) = (cp.utf8(m.name), cp.utf8(m.desc)) else { continue };
-        if name.first() == Some(&b'<') {
-            continue;
-        }
-        // max_stack, max_locals, code_length, code.
-        let info = bytes.get(attr.info.clone()).unwrap_or_default();
-        let len = info.get(4..8).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        let Some(code) = info.get(8..8 + len) else { continue };
-        let mut calls = Vec::new();
-        let mut off = 0;
-        while off < code.len() {
-            let op = code[off];
-            if op == OP_INVOKEDYNAMIC || (alloc_sites && code::is_alloc(op)) {
-                continue 'methods;
-            }
-            if code::is_invoke(op) {
-                let Some((class, n, d)) = be_u16(code, off + 1).and_then(|i| cp.member_ref(i)) else { continue 'methods };
-                let (Some(class), Some(n), Some(d)) = (cp.class_name(class), cp.utf8(n), cp.utf8(d)) else { continue 'methods };
-                if class != this {
-                    continue 'methods;
-                }
-                calls.push((op == probes::INVOKESTATIC, n, d));
-            }
-            let Some(n) = code::any_insn_len(code, off) else { continue 'methods };
-            off += n;
-        }
-        let leaf = OwnLeaf { name, desc, is_static: m.access & super::ACC_STATIC != 0 };
-        candidates.push(Candidate { leaf, calls, found: false });
-    }
-    loop {
-        let before = t.own_leaves.len();
-        for c in candidates.iter_mut().filter(|c| !c.found) {
-            if c.calls.iter().all(|&(st, n, d)| t.own_leaves.iter().any(|l| l.name == n && l.desc == d && l.is_static == st)) {
-                c.found = true;
-                t.own_leaves.push(c.leaf);
-            }
-        }
-        if t.own_leaves.len() == before {
-            break;
-        }
-    }
-}
-
-const ACC_PRIVATE: u16 = 0x0002;
-const ACC_NATIVE: u16 = 0x0100;
-const ACC_ABSTRACT: u16 = 0x0400;
-const OP_INVOKEDYNAMIC: u8 = 0xBA;
 
 /// The LocalVariableTable entries of the probe locals, over the whole new code of `code_len`
 /// bytes: CTX and VER (longs), or a leaf's MARK (int); and how many.

@@ -159,35 +159,23 @@ pub struct ProbeChoice {
     /// may reach and return from without entering anything instrumented, leaving the record
     /// valid for a later entry from them (agent/src/recorder.rs, "Which frame called me").
     pub drop_after_calls: bool,
-    /// Call probes before the invokes of the class's own leaves too. Without them (full
-    /// encoding: no sampling, nothing left out), an invoke that can only reach a method of the
-    /// class that gets a leaf's entry probe has no call probe, and a method whose every invoke is
-    /// such a call is a leaf itself (`method::own_leaves`). A leaf's entry drops the pending
-    /// record without reading it, so the call probe's record was never used: a walk through a
-    /// leaf gives its caller a location site (agent/src/recorder.rs, `walk_from`). With
-    /// sampling, a sampled leaf entry takes its context from that record, and would walk.
-    pub leaf_calls: bool,
 }
 
 impl Default for ProbeChoice {
     /// Counting mode's.
     fn default() -> Self {
-        ProbeChoice { alloc_sites: true, drop_after_calls: false, leaf_calls: true }
+        ProbeChoice { alloc_sites: true, drop_after_calls: false }
     }
 }
 
 impl ProbeChoice {
     /// The part of the class cache's file names that tells the choice.
     pub fn tag(self) -> &'static str {
-        match (self.alloc_sites, self.drop_after_calls, self.leaf_calls) {
-            (true, false, true) => "a",
-            (false, false, true) => "n",
-            (true, true, true) => "ad",
-            (false, true, true) => "nd",
-            (true, false, false) => "al",
-            (false, false, false) => "nl",
-            (true, true, false) => "adl",
-            (false, true, false) => "ndl",
+        match (self.alloc_sites, self.drop_after_calls) {
+            (true, false) => "a",
+            (false, false) => "n",
+            (true, true) => "ad",
+            (false, true) => "nd",
         }
     }
 }
@@ -453,9 +441,6 @@ fn rewrite_with<O>(
     } = &mut *bufs;
     // Covariance: the 'static buffers serve this class's borrowed bytes until `recycle`.
     let mut scratch: method::Scratch<'_> = std::mem::take(scratch);
-    if let Some(probes) = registry.as_deref().map(|r| r.probes()).filter(|p| !p.leaf_calls && !cx.this_is_object) {
-        method::own_leaves(bytes, &pool.cp, raw_name, &methods, probes.alloc_sites, &mut scratch);
-    }
     body.clear();
     // Copied from the class bytes up to here.
     let mut copied = cp_end;

@@ -5,29 +5,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use lucce_agent::rewrite::{
-    rewrite_class, ClassStats, MethodInfo, ProbeChoice, SiteInfo, SiteKind, SiteRegistry,
+    rewrite_class, ClassStats, MethodInfo, SiteInfo, SiteKind, SiteRegistry,
 };
 
 /// Hands out dense ids from 0 and records what it was asked.
 #[derive(Default)]
 pub struct Recorder {
     pub methods: Vec<(String, String, String)>,
-    /// Whether each method of `methods` was given a leaf's entry probe.
-    pub leaves: Vec<bool>,
     pub sites: Vec<(u32, SiteKind, u32, i32)>,
     /// Added to every id, to exercise the ldc/ldc_w push forms.
     pub id_base: u32,
     /// Every method through the rewriter's general path (no direct rewrite).
     pub general: bool,
-    pub probes: ProbeChoice,
 }
 
 impl SiteRegistry for Recorder {
     fn direct_rewrite(&self) -> bool {
         !self.general
-    }
-    fn probes(&self) -> ProbeChoice {
-        self.probes
     }
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
         self.methods.push((
@@ -35,7 +29,6 @@ impl SiteRegistry for Recorder {
             m.name.to_string(),
             m.descriptor.to_string(),
         ));
-        self.leaves.push(m.leaf);
         self.id_base + self.methods.len() as u32 - 1
     }
     fn site(&mut self, method_id: u32, s: &SiteInfo) -> u32 {
