@@ -154,7 +154,7 @@ pub fn min_tracked() -> usize {
 }
 
 fn track(p: *mut u8, size: usize) {
-    if !p.is_null() && size >= min_tracked() {
+    if size >= min_tracked() {
         outside_ledger(|| {
             let site = Backtrace::force_capture();
             if let Ok(mut l) = LEDGER.lock() {
@@ -176,6 +176,15 @@ fn untrack(p: *mut u8, size: usize) {
     }
 }
 
+/// Counts and tracks a new block `p` of `size` bytes (none when null); returns `p`.
+fn allocated(p: *mut u8, size: usize) -> *mut u8 {
+    if !p.is_null() {
+        count(size as isize);
+        track(p, size);
+    }
+    p
+}
+
 /// The system allocator, counted.
 pub struct Counted;
 
@@ -184,22 +193,12 @@ pub struct Counted;
 unsafe impl GlobalAlloc for Counted {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            count(l.size() as isize);
-        }
-        track(p, l.size());
-        p
+        allocated(unsafe { System.alloc(l) }, l.size())
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         // SAFETY: as in `alloc`.
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            count(l.size() as isize);
-        }
-        track(p, l.size());
-        p
+        allocated(unsafe { System.alloc_zeroed(l) }, l.size())
     }
 
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {

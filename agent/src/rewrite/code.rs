@@ -1011,7 +1011,8 @@ impl Direct {
         // The entry probe's length, from the first site on.
         let mut entry_len = None;
         let mut off = 0usize;
-        // The next handler at or after `off` (usize::MAX: none) is handlers[hi - 1].
+        // handlers[..hi] are at or before the instructions done; the next is `next_handler`
+        // (usize::MAX: none), the first after `first` once a segment has begun.
         let mut hi = 0;
         let mut next_handler = 0;
         while off < code.len() {
@@ -1034,8 +1035,6 @@ impl Direct {
                 }
                 next_handler = handlers.get(hi).map_or(usize::MAX, |&h| h as usize);
             }
-            // The next handler after `first` (`first` itself is done with).
-            let limit = next_handler;
             let op = code[off];
             'insn: {
                 if PLAIN_LEN[op as usize] != 0 {
@@ -1052,8 +1051,8 @@ impl Direct {
                         off += len;
                     }
                     // A run past a handler ends before it (the positions past it are set again).
-                    if off > limit && newpos[limit] != NO_POS {
-                        off = limit;
+                    if off > next_handler && newpos[next_handler] != NO_POS {
+                        off = next_handler;
                     }
                     // An instruction that overruns the code ends the run past the end.
                     w.run(code, start, code.get(start..off).ok_or(overrun)?);

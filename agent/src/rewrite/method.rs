@@ -351,9 +351,6 @@ fn read_tables(c: &CodeAttr<'_>, s: &mut Scratch<'_>) -> Result<(), SkipReason> 
 #[inline(always)]
 fn read_handlers(c: &CodeAttr<'_>, handlers: &mut Vec<u32>) -> Result<(), SkipReason> {
     handlers.clear();
-    if c.nexc == 0 {
-        return Ok(());
-    }
     for k in 0..c.nexc {
         handlers.push(be_u16(c.info, c.exc_start + k * 8 + 4).ok_or(TRUNCATED)? as u32);
     }
