@@ -6,7 +6,9 @@
 # that carry the JVM's own trace, mismatches, graph versions and anchors, store bytes.
 # Variables: SAMPLE (1000), VERIFY (20), WL_KIT, WL_DIR (prepared kit dir, ~/.cache/lucce-workloads),
 # AGENT_LIB and LUCCE (default: target/release/ of this repo, built here), OUT (results dir),
-# TIMEOUT (seconds per workload, 1500), AGENT_OPTS (more agent options, e.g. cache=DIR).
+# TIMEOUT (seconds per workload, 1500), AGENT_OPTS (more agent options, e.g. cache=DIR), JVM_OPTS
+# (more JVM options, e.g. -XX:+UseZGC or -Xcomp: the kit's check compares the output with a run
+# without them).
 # Exit status: 0 only if every run had check=ok and every store verified with 0 mismatches.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -30,7 +32,7 @@ status=0
 printf '%-14s %-10s %9s %12s %10s %10s %10s %11s %10s %12s\n' workload check wall_s events verified mismatches truncated versions anchors store_bytes
 for n in "${names[@]}"; do
   opts="out=$OUT/stores/$n/%p,sample=$SAMPLE,verify=$VERIFY,summary=off,loglevel=info,log=$OUT/logs/$n-%p.txt${AGENT_OPTS:+,$AGENT_OPTS}"
-  line=$(LUCCE_JAVA_OPTS="-agentpath:$AGENT_LIB=$opts" timeout "$TIMEOUT" "$WL_KIT/run.sh" "$n" "$WL_DIR" 2>/dev/null | tail -1)
+  line=$(LUCCE_JAVA_OPTS="-agentpath:$AGENT_LIB=$opts${JVM_OPTS:+ $JVM_OPTS}" timeout "$TIMEOUT" "$WL_KIT/run.sh" "$n" "$WL_DIR" 2>/dev/null | tail -1)
   check=$(sed -n 's/.*check=\([^ ]*\).*/\1/p' <<<"$line"); wall=$(sed -n 's/.*wall_s=\([^ ]*\).*/\1/p' <<<"$line")
   [[ $check == ok ]] || { check=${check:-timeout}; status=1; }
   ev=0 ver=0 mis=0 tr=0 vs=0 an=0
