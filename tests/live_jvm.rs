@@ -553,6 +553,18 @@ fn debugger_agent_alongside() {
     assert!(v.verified >= THREAD_MARKS.len() as u64, "{} verified", v.verified);
 }
 
+/// The JDK Flight Recorder started with the JVM: it retransforms `Throwable`, `Error` and the file
+/// and socket classes from a JVMTI environment of its own, made after the agent's. The load hook
+/// moves after it (as after an attached Java agent); before, JFR rewrote the agent's rewrite,
+/// and 26 of this program's 67 marks, those under `Throwable.toString`, were truncated there.
+#[test]
+fn flight_recorder_alongside() {
+    const MARKS: &[&str] = &["fill-exception", "fill-error", "get-message", "main-end"];
+    let (tmp, _) = Scenario::new("LiveFlightRecorder").agent("loglevel=info").jvm(&["-XX:StartFlightRecording"]).expect(MARKS).run();
+    let log = std::fs::read_to_string(tmp.path().join("agent0.log")).unwrap_or_default();
+    assert!(log.contains("the flight recorder starts: the load hook moved"), "no move after JFR's environment logged:\n{log}");
+}
+
 /// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
 /// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
 /// table came with the first slow entry, every thread when it came with the first probe).

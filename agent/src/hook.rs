@@ -80,13 +80,17 @@ pub struct Agent {
 /// The JVMTI environment whose load hook is on.
 struct LoadHook {
     env: Jvmti,
-    /// Times it moved to a new environment after a Java agent attached ([`MAX_MOVES`] at most).
+    /// Times it moved to a new environment, after a Java agent attached or the flight recorder
+    /// started ([`MAX_MOVES`] at most).
     moves: u32,
     /// When the attach thread last loaded a class.
     last_attach_class: Option<Instant>,
+    /// Whether it moved after the flight recorder's environment (once: the environment made
+    /// then sees the same load of `JDKEvents` again).
+    after_flight_recorder: bool,
 }
 
-/// Moves of the load hook after attached Java agents, at most: each leaves an environment behind
+/// Moves of the load hook after attached Java agents and the flight recorder, at most: each leaves an environment behind
 /// (disabled, but the JVM passes every event by it).
 const MAX_MOVES: u32 = 16;
 /// Classes the attach thread loads closer together than this belong to one attach (the load hook
@@ -384,6 +388,9 @@ unsafe extern "C" fn class_file_load_hook(
             // SAFETY: the JVM passes a NUL-terminated class name valid for the callback.
             Some(unsafe { CStr::from_ptr(name) }.to_string_lossy())
         };
+        if !jni.is_null() && class_being_redefined.is_null() && name.as_deref().is_some_and(instruments_for_flight_recorder) {
+            a.follow_flight_recorder(Jni(jni));
+        }
         // SAFETY: the JVM guarantees `class_data` points at `class_data_len` readable bytes for
         // the duration of the callback.
         let bytes = unsafe { std::slice::from_raw_parts(class_data, class_data_len as usize) };
@@ -775,22 +782,46 @@ impl Agent {
             (self.jvmti, false)
         });
         lock(&self.stats).load_hook_retransforms = retransforms;
-        *lock(&self.load_hook) = Some(LoadHook { env, moves: 0, last_attach_class: None });
+        *lock(&self.load_hook) = Some(LoadHook { env, moves: 0, last_attach_class: None, after_flight_recorder: false });
         retransforms.then_some(env)
     }
 
     /// Called when the attach thread loads a class: a Java agent may just have attached (its
     /// JVMTI environments are made before it loads its classes), and the JVM would call its
     /// transformers after this agent's load hook, on classes this agent has already rewritten.
-    /// So the hook moves to an environment made now, after the Java agent's: on first, then the
-    /// old one off (a class that both see comes to the second with the first's probes, which it
-    /// turns off and renews, rewrite/unprobe.rs). Once per burst of the attach thread's loads.
+    /// So the hook moves to an environment made now, after the Java agent's. Once per burst of
+    /// the attach thread's loads.
     fn follow_attached_agent(&self, jni: Jni) {
         let mut guard = lock(&self.load_hook);
         let Some(hook) = guard.as_mut() else { return };
         let burst_goes_on = hook.last_attach_class.is_some_and(|t| t.elapsed() < ATTACH_QUIET);
         hook.last_attach_class = Some(Instant::now());
-        if burst_goes_on || hook.moves >= MAX_MOVES {
+        if !burst_goes_on {
+            self.move_load_hook(jni, hook, "the attach thread loads classes");
+        }
+    }
+
+    /// Called when the JDK Flight Recorder loads the class that instruments the JDK's classes
+    /// (`JDKEvents`, whatever the thread: `-XX:StartFlightRecording` starts it on the main thread,
+    /// `jcmd JFR.start` on the attach thread within a burst that already moved the hook). JFR
+    /// has just made its JVMTI environment, which can retransform, and is about to retransform
+    /// the file, socket and exception classes with its own code: after this agent's load hook,
+    /// that code would replace probed methods and move the probe locals, and the walks below it
+    /// end truncated or read other locals. So the hook moves after it, as after a Java agent.
+    fn follow_flight_recorder(&self, jni: Jni) {
+        let mut guard = lock(&self.load_hook);
+        if let Some(hook) = guard.as_mut().filter(|h| !h.after_flight_recorder) {
+            hook.after_flight_recorder = true;
+            self.move_load_hook(jni, hook, "the flight recorder starts");
+        }
+    }
+
+    /// Moves the load hook to an environment made now, after every environment made so far: on
+    /// first, then the old one off (a class that both see comes to the second with the first's
+    /// probes, which it turns off and renews, rewrite/unprobe.rs). At most [`MAX_MOVES`] times,
+    /// since each move leaves an environment behind.
+    fn move_load_hook(&self, jni: Jni, hook: &mut LoadHook, why: &str) {
+        if hook.moves >= MAX_MOVES {
             return;
         }
         let wanted = self.options.after_agents != AfterAgents::Off;
@@ -804,7 +835,7 @@ impl Agent {
         s.load_hook_moves = hook.moves;
         s.load_hook_retransforms = retransforms;
         drop(s);
-        diag!(Info, "the attach thread loads classes: the load hook moved after the environments made so far ({} moves)", hook.moves);
+        diag!(Info, "{why}: the load hook moved after the environments made so far ({} moves)", hook.moves);
     }
 
     /// Restarts the JDK's reference threads on rewritten code (ref_threads.rs). The capabilities
@@ -949,6 +980,12 @@ fn new_load_hook(jni: Jni, retransform: bool) -> Option<(Jvmti, bool)> {
             .is_ok();
     set_load_hook(env, true).map_err(|e| diag!(Error, "cannot enable the load hook: {e}")).ok()?;
     Some((env, retransforms))
+}
+
+/// Whether `class` is the JDK Flight Recorder's class that instruments the JDK's own classes,
+/// loaded right after JFR made its JVMTI environment (JDK 17's name, and later JDKs').
+fn instruments_for_flight_recorder(class: &str) -> bool {
+    matches!(class, "jdk/jfr/internal/instrument/JDKEvents" | "jdk/jfr/internal/JDKEvents")
 }
 
 /// Whether this is the JVM's attach thread, which runs `jcmd` commands and loads Java agents

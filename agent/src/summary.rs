@@ -207,7 +207,7 @@ impl Summary {
             },
             match s.load_hook_moves {
                 0 => String::new(),
-                n => format!("; moved after attached Java agents {n} times"),
+                n => format!("; moved after attached Java agents or the flight recorder {n} times"),
             }
         );
         let _ = writeln!(
