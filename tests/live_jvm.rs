@@ -565,6 +565,15 @@ fn flight_recorder_alongside() {
     assert!(log.contains("the flight recorder starts: the load hook moved"), "no move after JFR's environment logged:\n{log}");
 }
 
+/// `Thread.stop` during a recording with `verify=1`: the ThreadDeath often arrives while the
+/// agent's Java helper takes the JVM's trace, and the agent cleared it with the helper's own
+/// exceptions, so 9 of these 10 threads ran on; now it is thrown on to the program, and each dies.
+#[test]
+fn stopped_threads_die() {
+    let v = run_verified("LiveStopped", &["10"], "sample=10,verify=1", Some("stopped 10, ran on after the stop 0\n"));
+    assert!(v.verified > 0, "no event verified");
+}
+
 /// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
 /// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
 /// table came with the first slow entry, every thread when it came with the first probe).

@@ -642,18 +642,39 @@ impl Jni {
     }
 
     /// Calls a static method without arguments that returns an object (`CallStaticObjectMethodA`,
-    /// index 116); null when it threw (the exception is cleared).
-    pub fn call_static_object_noargs(self, class: jclass, method: jmethodID) -> jobject {
+    /// index 116); when it threw, the exception (a local reference, no longer pending).
+    pub fn call_static_object_noargs(self, class: jclass, method: jmethodID) -> Result<jobject, jobject> {
         type F = unsafe extern "C" fn(*mut JniEnv, jclass, jmethodID, *const u64) -> jobject;
+        type Occurred = unsafe extern "C" fn(*mut JniEnv) -> jobject;
         let f = jni_fn!(self, 116, F);
+        let occurred = jni_fn!(self, 15, Occurred);
         let no_args = [0u64; 1];
         // SAFETY: index 116 = CallStaticObjectMethodA; `method` takes no arguments, so the VM
-        // reads nothing from the argument array.
-        let r = unsafe { f(self.0, class, method, no_args.as_ptr()) };
-        if self.exception_clear() {
-            return std::ptr::null_mut();
+        // reads nothing from the argument array. Index 15 = ExceptionOccurred, callable with an
+        // exception pending.
+        let (r, thrown) = unsafe { (f(self.0, class, method, no_args.as_ptr()), occurred(self.0)) };
+        if thrown.is_null() {
+            return Ok(r);
         }
-        r
+        self.exception_clear();
+        Err(thrown)
+    }
+
+    /// JNI `Throw` (index 13): makes `exception` pending, to be thrown when the native method
+    /// returns to Java.
+    pub fn throw(self, exception: jobject) {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject) -> jint;
+        let f = jni_fn!(self, 13, F);
+        // SAFETY: index 13 = Throw on a live reference to a Throwable.
+        unsafe { f(self.0, exception) };
+    }
+
+    /// JNI `DeleteGlobalRef` (index 22).
+    pub fn delete_global_ref(self, obj: jobject) {
+        type F = unsafe extern "C" fn(*mut JniEnv, jobject);
+        let f = jni_fn!(self, 22, F);
+        // SAFETY: index 22 = DeleteGlobalRef on a global reference this agent made.
+        unsafe { f(self.0, obj) }
     }
 
     /// JNI `GetMethodID` (index 33); null (exception cleared) when absent.

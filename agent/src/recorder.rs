@@ -70,7 +70,7 @@ use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHa
 use rustc_hash::FxHashMap;
 
 use crate::diag;
-use crate::jvmti::{jclass, jint, jlong, jmethodID, jstring, signature_class, Error as JvmtiError, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod, JVMTI_ERROR_INVALID_SLOT};
+use crate::jvmti::{jclass, jint, jlong, jmethodID, jobject, jstring, signature_class, Error as JvmtiError, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod, JVMTI_ERROR_INVALID_SLOT};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 use crate::rewrite::probes::EntryProbe;
 use crate::rewrite::{is_invoke, ProbeChoice, OP_RETURN};
@@ -536,6 +536,10 @@ struct ThreadState {
     memo_frames: RefCell<Vec<FrameInfo>>,
     /// The last [`Replacements::epoch`] at which this thread's stack had no replaced frames.
     clean_epoch: Cell<u64>,
+    /// An exception delivered to this thread while a Java helper of the agent ran on it (a global
+    /// reference, or null), thrown again when the native method that called the helper returns
+    /// ([`Recorder::call_helper`]).
+    delivered: Cell<jobject>,
 }
 
 /// What a walk needs to know of an opcode (`Recorder::at_call`).
@@ -596,6 +600,7 @@ thread_local! {
             walk_memo: RefCell::new(WalkMemo { entries: Vec::new(), next: 0 }),
             memo_frames: RefCell::new(Vec::new()),
             clean_epoch: Cell::new(0),
+            delivered: Cell::new(std::ptr::null_mut()),
         }
     };
 }
@@ -1530,7 +1535,10 @@ impl Recorder {
         // The helper's own Java code runs the probes' fast path on this thread's home slot (only
         // the agent's paths see `busy`): keep the slot as it was.
         let saved = my_slot().map(|s| s.snapshot());
-        let s = env.call_static_object_noargs(h.class as jclass, pick(&h) as jmethodID);
+        let s = env.call_static_object_noargs(h.class as jclass, pick(&h) as jmethodID).unwrap_or_else(|thrown| {
+            keep_if_delivered(env, thrown);
+            std::ptr::null_mut()
+        });
         let text = env.string(s);
         env.delete_local_ref(s);
         if let (Some(slot), Some(saved)) = (my_slot(), saved) {
@@ -1707,32 +1715,61 @@ pub fn thread_busy() -> bool {
     TLS.try_with(|t| t.busy.get()).unwrap_or(true)
 }
 
-fn with_recorder<R>(default: R, f: impl FnOnce(&'static Recorder) -> R) -> R {
+/// Runs `f` for a native method called on `env`'s thread; then throws what was delivered to the
+/// thread meanwhile ([`keep_if_delivered`]).
+fn with_recorder<R>(env: *mut JniEnv, default: R, f: impl FnOnce(&'static Recorder) -> R) -> R {
     if thread_busy() {
         return default;
     }
     let Some(r) = crate::hook::recorder() else { return default };
-    catch_unwind(AssertUnwindSafe(|| f(r))).unwrap_or(default)
+    let result = catch_unwind(AssertUnwindSafe(|| f(r))).unwrap_or(default);
+    if let Some(delivered) = TLS.try_with(|t| t.delivered.replace(std::ptr::null_mut())).ok().filter(|e| !e.is_null()) {
+        let env = Jni(env);
+        env.throw(delivered);
+        env.delete_global_ref(delivered);
+    }
+    result
+}
+
+/// Keeps `thrown`, an exception a Java helper of the agent threw (`truth`, `threadName`), to be
+/// thrown again to the program if it is not the helper's own: `Thread.stop`'s ThreadDeath, or
+/// what a debugger throws into the thread, arrive wherever the thread is, and the program must
+/// see them (cleared here, they were lost: a thread stopped during `verify=2` ran on). What the
+/// helper's own work throws is the JVM's kind (a StackOverflowError near the end of the stack,
+/// an OutOfMemoryError), and the program did not cause it: dropped, the event then keeps no JVM
+/// trace.
+fn keep_if_delivered(env: Jni, thrown: jobject) {
+    let vm_error = env.find_class(c"java/lang/VirtualMachineError");
+    let own = vm_error.is_null() || env.is_instance_of(thrown, vm_error);
+    env.delete_local_ref(vm_error);
+    if !own {
+        let _ = TLS.try_with(|t| {
+            if t.delivered.get().is_null() {
+                t.delivered.set(env.new_global_ref(thrown));
+            }
+        });
+    }
+    env.delete_local_ref(thrown);
 }
 
 extern "C" fn enter0(env: *mut JniEnv, _cls: jclass, method: jint, _slot: jlong) -> jlong {
     // `_slot` is this thread's slot, known from TLS already (attach0 put it there).
-    with_recorder(Context::default(), |r| r.enter(Jni(env), method as u32)).c as jlong
+    with_recorder(env, Context::default(), |r| r.enter(Jni(env), method as u32)).c as jlong
 }
 
-extern "C" fn attach0(_env: *mut JniEnv, _cls: jclass, tid: jlong) -> jlong {
-    with_recorder(std::ptr::null(), |r| r.attach(tid)) as jlong
+extern "C" fn attach0(env: *mut JniEnv, _cls: jclass, tid: jlong) -> jlong {
+    with_recorder(env, std::ptr::null(), |r| r.attach(tid)) as jlong
 }
 
 extern "C" fn mark(env: *mut JniEnv, _cls: jclass, label: jstring) {
-    with_recorder((), |r| {
+    with_recorder(env, (), |r| {
         let label = Jni(env).string(label);
         r.mark(Jni(env), label)
     })
 }
 
-extern "C" fn context(_env: *mut JniEnv, _cls: jclass) -> jlong {
-    with_recorder(0, |r| r.context()) as jlong
+extern "C" fn context(env: *mut JniEnv, _cls: jclass) -> jlong {
+    with_recorder(env, 0, |r| r.context()) as jlong
 }
 
 #[cfg(test)]

@@ -131,7 +131,10 @@ fn replace(jvmti: Jvmti, jni: Jni, what: &Loop, class: jclass, old: jthread) -> 
     let group = jni.call_object_method(old, m.group, &[]);
     let args: &[u64] = if what.takes_name { &[group as u64, name as u64] } else { &[group as u64] };
     let fresh = if group.is_null() || name.is_null() { std::ptr::null_mut() } else { jni.new_object(class, init, args) };
-    let handler = jni.call_static_object_noargs(runtime, retired);
+    let handler = jni.call_static_object_noargs(runtime, retired).unwrap_or_else(|thrown| {
+        jni.delete_local_ref(thrown);
+        std::ptr::null_mut()
+    });
     let death = jni.new_object(death_class, death_init, &[]);
     // The constructor takes these from the thread that runs it (main): set them as the old
     // thread has them (both threads are daemons; their context class loader is null).
