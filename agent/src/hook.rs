@@ -90,8 +90,8 @@ struct LoadHook {
     after_flight_recorder: bool,
 }
 
-/// Moves of the load hook after attached Java agents and the flight recorder, at most: each leaves an environment behind
-/// (disabled, but the JVM passes every event by it).
+/// Moves of the load hook after attached Java agents and the flight recorder, at most: each
+/// leaves an environment behind (disabled, but the JVM passes every event by it).
 const MAX_MOVES: u32 = 16;
 /// Classes the attach thread loads closer together than this belong to one attach (the load hook
 /// moves once for them).
