@@ -538,7 +538,7 @@ struct ThreadState {
     clean_epoch: Cell<u64>,
     /// An exception delivered to this thread while a Java helper of the agent ran on it (a global
     /// reference, or null), thrown again when the native method that called the helper returns
-    /// ([`Recorder::call_helper`]).
+    /// ([`throw_delivered`]).
     delivered: Cell<jobject>,
 }
 
@@ -1715,20 +1715,22 @@ pub fn thread_busy() -> bool {
     TLS.try_with(|t| t.busy.get()).unwrap_or(true)
 }
 
-/// Runs `f` for a native method called on `env`'s thread; then throws what was delivered to the
-/// thread meanwhile ([`keep_if_delivered`]).
-fn with_recorder<R>(env: *mut JniEnv, default: R, f: impl FnOnce(&'static Recorder) -> R) -> R {
+fn with_recorder<R>(default: R, f: impl FnOnce(&'static Recorder) -> R) -> R {
     if thread_busy() {
         return default;
     }
     let Some(r) = crate::hook::recorder() else { return default };
-    let result = catch_unwind(AssertUnwindSafe(|| f(r))).unwrap_or(default);
+    catch_unwind(AssertUnwindSafe(|| f(r))).unwrap_or(default)
+}
+
+/// Throws, as the native method called on `env` returns, what was delivered to its thread while
+/// the agent's Java helper ran ([`keep_if_delivered`]). Called by the natives that record events
+/// (`enter0`, `mark`), the only ones that call the helpers: `Lucce.context()` pays nothing.
+fn throw_delivered(env: Jni) {
     if let Some(delivered) = TLS.try_with(|t| t.delivered.replace(std::ptr::null_mut())).ok().filter(|e| !e.is_null()) {
-        let env = Jni(env);
         env.throw(delivered);
         env.delete_global_ref(delivered);
     }
-    result
 }
 
 /// Keeps `thrown`, an exception a Java helper of the agent threw (`truth`, `threadName`), to be
@@ -1754,22 +1756,25 @@ fn keep_if_delivered(env: Jni, thrown: jobject) {
 
 extern "C" fn enter0(env: *mut JniEnv, _cls: jclass, method: jint, _slot: jlong) -> jlong {
     // `_slot` is this thread's slot, known from TLS already (attach0 put it there).
-    with_recorder(env, Context::default(), |r| r.enter(Jni(env), method as u32)).c as jlong
+    let ctx = with_recorder(Context::default(), |r| r.enter(Jni(env), method as u32));
+    throw_delivered(Jni(env));
+    ctx.c as jlong
 }
 
-extern "C" fn attach0(env: *mut JniEnv, _cls: jclass, tid: jlong) -> jlong {
-    with_recorder(env, std::ptr::null(), |r| r.attach(tid)) as jlong
+extern "C" fn attach0(_env: *mut JniEnv, _cls: jclass, tid: jlong) -> jlong {
+    with_recorder(std::ptr::null(), |r| r.attach(tid)) as jlong
 }
 
 extern "C" fn mark(env: *mut JniEnv, _cls: jclass, label: jstring) {
-    with_recorder(env, (), |r| {
+    with_recorder((), |r| {
         let label = Jni(env).string(label);
         r.mark(Jni(env), label)
-    })
+    });
+    throw_delivered(Jni(env));
 }
 
-extern "C" fn context(env: *mut JniEnv, _cls: jclass) -> jlong {
-    with_recorder(env, 0, |r| r.context()) as jlong
+extern "C" fn context(_env: *mut JniEnv, _cls: jclass) -> jlong {
+    with_recorder(0, |r| r.context()) as jlong
 }
 
 #[cfg(test)]
