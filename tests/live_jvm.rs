@@ -1024,6 +1024,14 @@ fn frames_of_a_replaced_version() {
     }
 }
 
+/// A method whose site probes do not fit in 64 KiB keeps an entry probe, so its frame shows in
+/// the traces of what it calls (before stop 62 it was left as it was, and its callee decoded
+/// under its caller).
+#[test]
+fn methods_too_large_for_site_probes() {
+    Scenario::new("LiveHugeMethod").sample().expect(&["huge-1", "huge-3000", "huge-6000", "after-6000"]).run();
+}
+
 #[test]
 fn synchronized_default_bridge_enum_switch() {
     Scenario::new("LiveMisc")

@@ -186,6 +186,9 @@ pub struct ClassReport {
     pub methods_rewritten: u32,
     /// (name + descriptor, reason) of every method with code left as it was.
     pub skipped: Vec<(String, String)>,
+    /// See `rewrite::ClassStats::entry_only` (not kept in the cache's records: reported only
+    /// where the run rewrote the class).
+    pub entry_only: Vec<(String, String)>,
     /// See `rewrite::ClassStats::probes_renewed` (not kept in the cache's records).
     pub probes_renewed: bool,
 }
@@ -197,6 +200,7 @@ impl From<ClassStats> for ClassReport {
             methods_with_code: s.methods_with_code,
             methods_rewritten: s.methods_rewritten,
             skipped: s.skipped.into_iter().map(|(m, r)| (m, format!("{r:?}"))).collect(),
+            entry_only: s.entry_only.into_iter().map(|(m, r)| (m, format!("{r:?}"))).collect(),
             probes_renewed: s.probes_renewed,
         }
     }
@@ -1216,6 +1220,7 @@ impl<'a> Record<'a> {
             methods_with_code: r.u32()?,
             methods_rewritten: r.u32()?,
             skipped: Vec::new(),
+            entry_only: Vec::new(),
             probes_renewed: false,
         };
         for _ in 0..r.u32()? {

@@ -591,6 +591,10 @@ impl HookState<'_> {
                 if cs.probes_renewed {
                     diag!(Info, "{}: came to the load hook with lucce's probes in it (another agent transformed lucce's rewrite, or the hook moved during its load): probes renewed", cs.class_name);
                 }
+                for (method, reason) in &cs.entry_only {
+                    diag!(Info, "{}.{method} has an entry probe only: {reason}", cs.class_name);
+                    stats.entry_only(reason.to_string());
+                }
                 for (method, reason) in &cs.skipped {
                     diag!(Info, "{}.{method} skipped: {reason}", cs.class_name);
                     if let Some(r) = self.recorder {

@@ -36,6 +36,8 @@ pub struct Stats {
     pub methods_rewritten: u64,
     pub methods_skipped: u64,
     pub skipped_by_reason: BTreeMap<String, u64>,
+    /// Rewritten methods whose site probes did not fit (they have an entry probe only), by reason.
+    pub entry_only_by_reason: BTreeMap<String, u64>,
     pub failures_by_reason: BTreeMap<String, u64>,
     pub skipped_examples: Vec<String>,
     pub failure_examples: Vec<String>,
@@ -82,6 +84,10 @@ impl Stats {
         if self.skipped_examples.len() < MAX_EXAMPLES {
             self.skipped_examples.push(format!("{class}.{method}: {reason}"));
         }
+    }
+
+    pub fn entry_only(&mut self, reason: String) {
+        *self.entry_only_by_reason.entry(reason_key(&reason)).or_default() += 1;
     }
 
     pub fn failed(&mut self, class: &str, reason: String) {
@@ -218,6 +224,9 @@ impl Summary {
             pct(s.methods_rewritten, s.methods_with_code),
             s.methods_skipped
         );
+        for (reason, n) in &s.entry_only_by_reason {
+            let _ = writeln!(o, "    rewritten with an entry probe only (its site probes did not fit), {reason}: {n}");
+        }
         for (reason, n) in &s.skipped_by_reason {
             let _ = writeln!(o, "    skipped {reason}: {n}");
         }

@@ -176,21 +176,3 @@ pub fn check_class(bytes: &[u8]) -> Result<CheckSummary, String> {
     }
     Ok(sum)
 }
-
-/// (name + descriptor, whole Code attribute bytes) of every method with code, for comparing
-/// methods that must be left byte-identical.
-pub fn method_code_attributes(bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let cf = ClassFile::parse(bytes).map_err(|e| e.to_string())?;
-    let mut v = Vec::new();
-    for m in &cf.methods {
-        if let Some(c) = &m.code {
-            let name = format!(
-                "{}{}",
-                String::from_utf8_lossy(cf.cp.utf8(m.name).unwrap_or(b"?")),
-                String::from_utf8_lossy(cf.cp.utf8(m.desc).unwrap_or(b"?"))
-            );
-            v.push((name, bytes.get(c.whole.clone()).unwrap_or(&[]).to_vec()));
-        }
-    }
-    Ok(v)
-}

@@ -244,8 +244,21 @@ pub(crate) fn rewrite_method<'a>(
             return Ok(Path::Direct);
         }
     }
-    rewrite_general(cx, m, &c, pool, reg, s, out)?;
-    Ok(Path::General)
+    let start = out.len();
+    match rewrite_general(cx, m, &c, pool, reg, s, out, true) {
+        Ok(()) => Ok(Path::General),
+        // The site probes do not fit. Without them the method is a leaf (an entry probe, one int
+        // local, no extra stack): its frames still show in traces, and each of its calls finds
+        // its caller by a stack walk, which reads the frame's line. Left as it was, the method
+        // would be invisible and its callees would decode under its caller (a Clojure function
+        // of 3,300 calls, 64 KiB with its call probes).
+        Err(why @ (SkipReason::CodeTooLarge | SkipReason::TooManyLocals | SkipReason::TooManyStackSlots)) => {
+            out.truncate(start);
+            rewrite_general(cx, m, &c, pool, reg, s, out, false)?;
+            Ok(Path::EntryOnly(why))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Which rewrite a method took.
@@ -253,6 +266,8 @@ pub(crate) fn rewrite_method<'a>(
 pub(crate) enum Path {
     Direct,
     General,
+    /// The general one without site probes, for this reason.
+    EntryOnly(SkipReason),
 }
 
 /// Locates the parts of the method's Code attribute and classifies its sub-attributes into
@@ -515,7 +530,8 @@ fn rewrite_direct<'a>(
     Ok(Walk::Done)
 }
 
-/// The general rewrite (see [`rewrite_method`]).
+/// The general rewrite (see [`rewrite_method`]); without `sites`, no site probes (a leaf).
+#[allow(clippy::too_many_arguments)]
 fn rewrite_general<'a>(
     cx: &ClassCtx<'a, '_>,
     m: &MethodIn<'a, '_>,
@@ -524,6 +540,7 @@ fn rewrite_general<'a>(
     reg: &mut dyn SiteRegistry,
     s: &mut Scratch<'a>,
     out: &mut Vec<u8>,
+    sites: bool,
 ) -> Result<(), SkipReason> {
     let code = c.code;
     let code_len = code.len();
@@ -540,7 +557,9 @@ fn rewrite_general<'a>(
         }
     }
     let probes = reg.probes();
-    if !probes.alloc_sites {
+    if !sites {
+        d.drop_probes(None);
+    } else if !probes.alloc_sites {
         d.drop_probes(Some(Probe::Alloc));
     }
     for ins in d.insns.iter_mut().filter(|ins| ins.probe == Probe::Call && ins.op != OP_RETURN) {
@@ -550,6 +569,13 @@ fn rewrite_general<'a>(
     // A method without site probes is a leaf (probes.rs): one int local, no extra stack.
     let locals = probe_locals(cx, m, c.max_locals, d.nprobes == 0, pool)?;
     let new_stack = locals.max_stack(c.max_stack).ok_or(SkipReason::TooManyStackSlots)?;
+    // Too large even with the shortest id pushes: known before any id is taken.
+    let best_bound = code_len as u64
+        + d.nprobes as u64 * probes::site_len(IntPush::Const(0), locals) as u64
+        + d.ndrops as u64 * probes::DROP_LEN as u64;
+    if best_bound > code::MAX_CODE as u64 {
+        return Err(SkipReason::CodeTooLarge);
+    }
     check_exceptions(c, &*d)?;
     let mut initial_set = decode_frames(cx, m, c, &s.sub, &mut s.frames, &s.d)?;
     let (d, lay, frames) = (&mut s.d, &mut s.lay, &mut s.frames);

@@ -320,6 +320,9 @@ pub struct ClassStats {
     pub methods_direct: u32,
     /// (name + descriptor, reason) of every method with code that was left as it was.
     pub skipped: Vec<(String, SkipReason)>,
+    /// (name + descriptor, reason) of every rewritten method whose site probes did not fit: it
+    /// has an entry probe only (a leaf; `method.rs`).
+    pub entry_only: Vec<(String, SkipReason)>,
     /// Set when the whole class was left unchanged for a class-level reason (constant pool full).
     pub unchanged_reason: Option<SkipReason>,
     /// The class came with lucce's probes in it, transformed further by another agent: they were
@@ -483,6 +486,9 @@ fn rewrite_with<O>(
         let rewritten = match registry.as_deref_mut() {
             Some(registry) => method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch, body).map(|path| {
                 stats.methods_direct += (path == method::Path::Direct) as u32;
+                if let method::Path::EntryOnly(why) = path {
+                    stats.entry_only.push((label(), why));
+                }
                 true
             }),
             None => method::drop_at_handlers(&cx, &mi, &mut pool, &mut scratch, body),
