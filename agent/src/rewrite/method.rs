@@ -251,7 +251,7 @@ pub(crate) fn rewrite_method<'a>(
         // local, no extra stack): its frames still show in traces, and each of its calls finds
         // its caller by a stack walk, which reads the frame's line. Left as it was, the method
         // would be invisible and its callees would decode under its caller (a Clojure function
-        // of 3,300 calls, 64 KiB with its call probes).
+        // of thousands of calls, past 64 KiB with its call probes).
         Err(why @ (SkipReason::CodeTooLarge | SkipReason::TooManyLocals | SkipReason::TooManyStackSlots)) => {
             out.truncate(start);
             rewrite_general(cx, m, &c, pool, reg, s, out, false)?;
