@@ -574,6 +574,15 @@ fn stopped_threads_die() {
     assert!(v.verified > 0, "no event verified");
 }
 
+/// Threads that catch ThreadDeath and run on, stopped four times each (each stop sent once the
+/// thread has caught the one before): every stop reaches its thread once, also one the agent
+/// holds while its helper runs and throws on as its native method returns.
+#[test]
+fn stopped_threads_catch_every_stop() {
+    let v = run_verified("LiveStoppedAgain", &["6"], "sample=5,verify=1", Some("threads 6, stops sent 24, caught 24\n"));
+    assert!(v.verified > 0, "no event verified");
+}
+
 /// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
 /// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
 /// table came with the first slow entry, every thread when it came with the first probe).
