@@ -4,7 +4,8 @@
 //! `JAVA_TOOL_OPTIONS`; each JVM writes its own store `DIR/<pid>`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use anyhow::{bail, Context as _};
 
@@ -116,11 +117,12 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
         tool_opts.push(' ');
     }
     tool_opts.push_str(&format!("-agentpath:{}={opts}", agent.display()));
-    let status = Command::new(&a.command[0])
+    let child = Command::new(&a.command[0])
         .args(&a.command[1..])
         .env("JAVA_TOOL_OPTIONS", &tool_opts)
-        .status()
+        .spawn()
         .with_context(|| format!("cannot run {:?}", a.command[0]))?;
+    let status = wait_through_signals(child).with_context(|| format!("waiting for {:?}", a.command[0]))?;
     let stores: Vec<PathBuf> = lucce_log_format::stores_below(&out).into_iter().filter(|s| !earlier.contains(s)).collect();
     if !earlier.is_empty() {
         say!("lucce: {} store(s) of earlier runs in {} left as they were", earlier.len(), out.display());
@@ -147,4 +149,37 @@ pub fn run(a: &RecordArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// The command's pid while `lucce record` waits for it, for [`pass_on`].
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn pass_on(signal: libc::c_int) {
+    let pid = CHILD.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe and takes any pid and signal number.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// Waits for the command, outliving the signals that stop it, so that its stores are complete
+/// and closed when `lucce record` returns and says where they are. Ctrl-C (SIGINT) and Ctrl-\
+/// (SIGQUIT, a JVM's thread dump) reach the command from the terminal: here they are ignored.
+/// SIGTERM and SIGHUP may be sent to `lucce record` alone: they are passed on to the command.
+/// The handlers are set after the spawn: a JVM started with SIGINT ignored would keep ignoring it.
+fn wait_through_signals(mut child: Child) -> std::io::Result<ExitStatus> {
+    CHILD.store(i32::try_from(child.id()).unwrap_or(0), Ordering::Relaxed);
+    let forward = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    for (signal, handler) in [(libc::SIGINT, libc::SIG_IGN), (libc::SIGQUIT, libc::SIG_IGN), (libc::SIGTERM, forward), (libc::SIGHUP, forward)] {
+        // SAFETY: sigaction with a zeroed, then filled struct; `pass_on` only loads an atomic and
+        // calls kill, both async-signal-safe. SA_RESTART: the wait goes on after a handler.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = handler;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+    child.wait()
 }

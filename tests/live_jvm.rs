@@ -988,6 +988,73 @@ fn lucce_record_with_its_stderr_closed() {
     assert!(v.events > 5 && v.verified == v.events, "{} events, {} verified", v.events, v.verified);
 }
 
+/// Ctrl-\ and Ctrl-C at a terminal reach its whole foreground process group: the JVM prints a
+/// thread dump, then ends. `lucce record` outlives both, waits until the JVM has closed its
+/// store, says where it is and exits with the JVM's status. It died of them before: of Ctrl-\
+/// at once, the JVM running on; of Ctrl-C while the JVM still wrote its store. A SIGTERM sent
+/// to `lucce record` alone reaches the JVM the same way.
+#[test]
+fn lucce_record_outlives_ctrl_c() {
+    use std::io::{BufRead, Read};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+
+    /// The process group of `lucce record` and its JVM, killed if the test ends early.
+    struct Group(i32);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            // SAFETY: kill with a negative pid signals a process group, which may be gone.
+            unsafe { libc::kill(-self.0, libc::SIGKILL) };
+        }
+    }
+    let kill = |pid: i32, signal: i32| {
+        // SAFETY: kill takes any pid and signal number; no memory involved.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "kill -{signal} {pid}");
+    };
+
+    /// Sends signals, given the group's leader (`lucce record`) and a function that waits for a
+    /// line of the JVM's output.
+    type Signals<'a> = &'a dyn Fn(i32, &mut dyn FnMut(&str));
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // After `signals`, `lucce record` must end with `code`.
+    let record = |name: &str, code: i32, signals: Signals| {
+        let out = tmp.path().join(name);
+        let mut cmd = Command::new(lucce_bin());
+        no_java_options(&mut cmd);
+        cmd.env("LUCCE_AGENT", agent_lib()).arg("record").arg("--out").arg(&out).arg("--no-class-cache");
+        cmd.args(["--agent-opts", "sample=5,verify=1", "--"]).arg(tool("java")).arg("-cp").arg(classes()).arg("LiveWaits");
+        cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn lucce record");
+        let group = Group(child.id() as i32);
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut wait_for = |text: &str| loop {
+            match stdout.next() {
+                Some(Ok(line)) if line.contains(text) => break,
+                Some(Ok(_)) => {}
+                _ => panic!("{name}: the JVM's output ended before {text:?}"),
+            }
+        };
+        wait_for("ready 50");
+        signals(group.0, &mut wait_for);
+        let mut stderr = String::new();
+        child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
+        let status = child.wait().expect("wait for lucce record");
+        assert_eq!(status.code(), Some(code), "{name}: lucce record's status ({status:?}), the JVM's:\n{stderr}");
+        let stores = lucce_log_format::stores_below(&out);
+        assert_eq!(stores.len(), 1, "{name}: stores {stores:?}; stderr {stderr}");
+        assert!(stderr.contains(&format!("lucce: store {}", stores[0].display())), "{name}: {stderr}");
+        let v = verify(name, &stores[0]);
+        assert!(v.verified > 0, "{name}: no event verified");
+    };
+    record("ctrl-c", 130, &|leader, wait_for| {
+        kill(-leader, libc::SIGQUIT);
+        wait_for("Full thread dump");
+        kill(-leader, libc::SIGINT);
+    });
+    record("sigterm", 143, &|leader, _| kill(leader, libc::SIGTERM));
+}
+
 #[test]
 fn custom_class_loader_with_method_ids_past_sipush() {
     Scenario::new("LiveLoaderHighIds")
