@@ -119,9 +119,10 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
     assert!(out.contains("\"frames\":[{"), "{out}");
     assert_clean_error(&["demo", "--synthetic", "--out", &p("s")], "already exists");
 
-    // Another format version.
+    // Another format version; while it is written, the store is in use.
     {
         let db = sled::Config::new().path(p("s")).open().unwrap();
+        assert_clean_error(&["events", &p("s")], "in use by another process");
         db.open_tree("header").unwrap().insert("format", &99u32.to_be_bytes()).unwrap();
         db.flush().unwrap();
     }

@@ -13,6 +13,8 @@ pub enum StoreError {
     WrongFormat { path: PathBuf, found: u32, oldest: u32, newest: u32 },
     #[error("store is corrupt: {0}")]
     Corrupt(String),
+    #[error("{path}: in use by another process (a JVM still recording into it, or another lucce command); try again once it has ended")]
+    InUse { path: PathBuf },
     #[error("store is in use or unreadable: {0}")]
     Backend(String),
     #[error("the store writer has stopped: {0}")]

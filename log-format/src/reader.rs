@@ -120,9 +120,14 @@ impl StoreReader {
         // pages are touched.
         let db = match SledBackend::open(dir, 64 << 20, false) {
             // Compressed pages: a store of formats 2 to 4 (or not ours); its header says which.
-            Err(StoreError::Backend(e)) if e.contains("compression") => SledBackend::open(dir, 64 << 20, true)?,
-            other => other?,
-        };
+            Err(StoreError::Backend(e)) if e.contains("compression") => SledBackend::open(dir, 64 << 20, true),
+            other => other,
+        }
+        .map_err(|e| match e {
+            // sled locks the database file of an open store (its message, through an io::Error).
+            StoreError::Backend(e) if e.contains("could not acquire lock") => StoreError::InUse { path: path.clone() },
+            e => e,
+        })?;
         match db.get(Tree::Header, MAGIC_KEY)? {
             Some(m) if m == MAGIC => {}
             Some(_) => return Err(not_a_store("wrong magic")),
