@@ -315,18 +315,34 @@ struct Slot {
     v: AtomicU64,
     last_v: AtomicU64,
     sample: AtomicU32,
+    /// Nonzero while a Java helper of the agent runs on the owner ([`Slot::hush`]; Runtime.java,
+    /// `busy`).
+    busy: AtomicU32,
     /// Address of the owner's answer cache ([`AnswerCaches`]), 0 = none; a home slot's only.
     answers: AtomicU64,
 }
 
+/// What [`Slot::hush`] changed in a slot, for [`Slot::restore`]: everything but the owner.
+type SlotState = (u32, u32, u64, u64, u64, u32, u32, u64);
+
 impl Slot {
-    /// Everything but the owner: pending site, flag, c, v, last version, sample countdown.
-    fn snapshot(&self) -> (u32, u32, u64, u64, u64, u32) {
+    /// Turns the probes of the owner off while a Java helper of the agent runs on it, and
+    /// returns the slot as it was. The helper's own Java code runs the probes, and the agent,
+    /// busy, answers each entry 0: so the slot says the agent is busy (`busy`), the sample
+    /// countdown is set far from the interval, and the thread's table is out of the way
+    /// (`answers`); the probes then answer 0 themselves at once. A JVM trace of 1,000 frames
+    /// takes the helper thousands of entries, each of which called the agent or searched the
+    /// memo before.
+    fn hush(&self) -> SlotState {
         let r = Ordering::Relaxed;
-        (self.site.load(r), self.valid.load(r), self.c.load(r), self.v.load(r), self.last_v.load(r), self.sample.load(r))
+        let state = (self.site.load(r), self.valid.load(r), self.c.load(r), self.v.load(r), self.last_v.load(r), self.sample.load(r), self.busy.load(r), self.answers.load(r));
+        self.busy.store(1, r);
+        self.sample.store(i32::MIN as u32, r);
+        self.answers.store(0, r);
+        state
     }
 
-    fn restore(&self, (site, valid, c, v, last_v, sample): (u32, u32, u64, u64, u64, u32)) {
+    fn restore(&self, (site, valid, c, v, last_v, sample, busy, answers): SlotState) {
         let r = Ordering::Relaxed;
         self.site.store(site, r);
         self.valid.store(valid, r);
@@ -334,6 +350,8 @@ impl Slot {
         self.v.store(v, r);
         self.last_v.store(last_v, r);
         self.sample.store(sample, r);
+        self.busy.store(busy, r);
+        self.answers.store(answers, r);
     }
 }
 
@@ -358,6 +376,8 @@ const UNKNOWN_VERSION: u64 = u64::MAX;
 #[cfg(target_endian = "big")]
 compile_error!("the probes' slot layout assumes a little-endian target");
 const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
+// The offsets Runtime.java reads.
+const _: () = assert!(std::mem::offset_of!(Slot, sample) == 40 && std::mem::offset_of!(Slot, busy) == 44 && std::mem::offset_of!(Slot, answers) == 48);
 /// The home slots (`thread_slots=`, a power of two; a thread's is `tid & (count - 1)`), then one
 /// more: a lazily committed mapping that lives until the process exits. The sink
 /// (`Runtime.SINK`, owned by no thread and read by nobody) is that last slot, or slot 0 with
@@ -1532,9 +1552,7 @@ impl Recorder {
     fn call_helper(&self, env: Jni, pick: impl Fn(&RuntimeHelpers) -> usize) -> Option<String> {
         let h = (*lock(&self.runtime))?;
         let was_busy = TLS.with(|t| t.busy.replace(true));
-        // The helper's own Java code runs the probes' fast path on this thread's home slot (only
-        // the agent's paths see `busy`): keep the slot as it was.
-        let saved = my_slot().map(|s| s.snapshot());
+        let saved = my_slot().map(Slot::hush);
         let s = env.call_static_object_noargs(h.class as jclass, pick(&h) as jmethodID).unwrap_or_else(|thrown| {
             keep_if_delivered(env, thrown);
             std::ptr::null_mut()
@@ -1639,6 +1657,7 @@ impl Recorder {
                     v: AtomicU64::new(0),
                     last_v: AtomicU64::new(0),
                     sample: AtomicU32::new(0),
+                    busy: AtomicU32::new(0),
                     answers: AtomicU64::new(0),
                 });
                 let p: *const Slot = &*private;

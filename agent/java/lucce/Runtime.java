@@ -176,7 +176,8 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      * This thread's slot: its home slot when the thread owns it, else what the agent says (a
      * private slot, and the agent claims the home slot on a thread's first probe).
      * Slot layout: tid, pending site (int), pending valid (int), pending c, pending v, version of
-     * the last entry, sample countdown (int), then at 48 the address of the thread's answer cache
+     * the last entry, sample countdown (int), the agent's busy flag (int, at 44), then at 48 the
+     * address of the thread's answer cache
      * (see {@link #memo}).
      */
     private static long slot() {
@@ -330,6 +331,9 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
      */
     @jdk.internal.vm.annotation.DontInline
     private static long memoMiss(long s, int n, long tc, int methodId) {
+        if (busy(s)) {
+            return 0L;
+        }
         long v = U.getLong(null, s + 24L);
         long c = U.getLong(null, s + 16L);
         long g = graphVersion(v);
@@ -453,6 +457,9 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
     /** The rest of {@link #enter} in record mode: sampling, segments (anchors), misses. */
     private static long enterRest(int methodId) {
         long s = slot();
+        if (busy(s)) {
+            return 0L;
+        }
         if (s != 0L && U.getInt(null, s + 12L) != 0) {
             if (CACHE_MASK >= 0L && (SAMPLE == 0 || U.getInt(null, s + 40L) + 1 < SAMPLE)) {
                 long c = U.getLong(null, s + 16L), v = U.getLong(null, s + 24L);
@@ -488,6 +495,15 @@ public final class Runtime implements Thread.UncaughtExceptionHandler {
             }
         }
         return enter0(methodId, s);
+    }
+
+    /**
+     * Whether the agent's Java helper runs on the thread of slot `s` (0: none known), which the
+     * slot says at 44 (agent/src/recorder.rs, Slot::hush): the agent would answer the helper's
+     * entries 0, so the probes do, before the memo's lookups and the call into the agent.
+     */
+    private static boolean busy(long s) {
+        return s != 0L && U.getInt(null, s + 44L) != 0;
     }
 
     /**
