@@ -593,7 +593,7 @@ impl HookState<'_> {
                 }
                 for (method, reason) in &cs.entry_only {
                     diag!(Info, "{}.{method} has an entry probe only: {reason}", cs.class_name);
-                    stats.entry_only(reason.to_string());
+                    stats.entry_only(reason);
                 }
                 for (method, reason) in &cs.skipped {
                     diag!(Info, "{}.{method} skipped: {reason}", cs.class_name);

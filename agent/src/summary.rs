@@ -86,8 +86,8 @@ impl Stats {
         }
     }
 
-    pub fn entry_only(&mut self, reason: String) {
-        *self.entry_only_by_reason.entry(reason_key(&reason)).or_default() += 1;
+    pub fn entry_only(&mut self, reason: &str) {
+        *self.entry_only_by_reason.entry(reason_key(reason)).or_default() += 1;
     }
 
     pub fn failed(&mut self, class: &str, reason: String) {
