@@ -336,7 +336,7 @@ fn cmd_stats(path: &Path) -> anyhow::Result<ExitCode> {
     let bytes = o.store.bytes_on_disk()?;
     let per = |n: u64| if n == 0 { 0.0 } else { bytes as f64 / n as f64 };
     println!("store            {}", path.display());
-    println!("closed cleanly   {}", if c.clean { "yes" } else { "no (killed or crashed, or files damaged after; the committed part is complete)" });
+    println!("closed cleanly   {}", if c.clean { "yes" } else { "no (killed or crashed, a write failed, or files damaged after; the committed part is complete)" });
     println!("methods          {}", g.methods);
     println!("sites            {}", g.sites);
     println!("edges            {}", g.edges);

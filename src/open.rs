@@ -38,7 +38,7 @@ pub fn open_store(path: &Path) -> anyhow::Result<OpenedStore> {
         // The database keeps what came before a damaged spot of its files and drops the rest, so
         // damage after a clean close reads like a kill too.
         say!(
-            "lucce: note: {} was not closed cleanly (the recording process was killed, or the files were damaged after it); everything committed before that is here",
+            "lucce: note: {} was not closed cleanly (the recording process was killed, writing it failed, or the files were damaged after it); everything committed before that is here",
             path.display()
         );
     }

@@ -257,6 +257,8 @@ pub struct Recorder {
     /// Global reference to `lucce/Runtime` and its static helpers (set at VMInit).
     runtime: Mutex<Option<RuntimeHelpers>>,
     closed: AtomicBool,
+    /// The store's failure has been reported ([`Recorder::tell_store_failure`]).
+    failure_told: AtomicBool,
     pub stats: RecorderStats,
     replaced: Replacements,
 }
@@ -704,6 +706,7 @@ impl Recorder {
             buffers: Mutex::new(Vec::new()),
             runtime: Mutex::new(None),
             closed: AtomicBool::new(false),
+            failure_told: AtomicBool::new(false),
             stats: RecorderStats::default(),
             replaced: Replacements::default(),
         })
@@ -794,6 +797,7 @@ impl Recorder {
             while !self.closed.load(Ordering::Acquire) {
                 std::thread::sleep(FLUSH_EVERY);
                 self.drain_all();
+                self.tell_store_failure();
             }
         });
         if let Err(e) = spawned {
@@ -1685,6 +1689,20 @@ impl Recorder {
         });
     }
 
+    /// Once the store writer has stopped storing (a full disk, say), says so on stderr, once:
+    /// the program runs on, and the user learns now, not at its end, that the store is short.
+    fn tell_store_failure(&self) {
+        if let Some(why) = self.handle.failure() {
+            if !self.failure_told.swap(true, Ordering::AcqRel) {
+                let out = self.out.display();
+                eprintln!(
+                    "lucce-agent: writing the store {out} failed: {why}. The program goes on, but no more events are stored; \
+                     the store keeps what was committed before (`lucce events {out}` reads it)"
+                );
+            }
+        }
+    }
+
     /// VM death: every buffer, then the store is committed and closed. Later events are dropped.
     pub fn close(&self) -> Option<WriterReport> {
         self.drain_all();
@@ -1694,7 +1712,10 @@ impl Recorder {
         match writer.close() {
             Ok(r) => Some(r),
             Err(e) => {
-                eprintln!("lucce-agent: closing the store {} failed: {e}", self.out.display());
+                if !self.failure_told.swap(true, Ordering::AcqRel) {
+                    let out = self.out.display();
+                    eprintln!("lucce-agent: closing the store {out} failed: {e}; the store keeps what was committed before (`lucce events {out}` reads it)");
+                }
                 None
             }
         }

@@ -1,5 +1,6 @@
 //! The key-value layer under the store, kept small so another embedded store could replace sled.
 
+use std::io::ErrorKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,9 +103,26 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, sled::Error>) -> Result<
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(sled::Error::Corruption { .. })) => Err(StoreError::Corrupt(format!("{what}: sled reports corruption"))),
+        // Not sled's own text: it passes on a copy whose message is the original's Debug form.
+        Ok(Err(sled::Error::Io(e))) => match disk_trouble(e.kind()) {
+            Some(trouble) => Err(StoreError::Disk(format!("{what}: {trouble}"))),
+            None => Err(StoreError::Backend(format!("{what}: {e}"))),
+        },
         Ok(Err(e)) => Err(StoreError::Backend(format!("{what}: {e}"))),
         Err(_) => Err(StoreError::Corrupt(format!("{what}: the database files are damaged"))),
     }
+}
+
+/// What an I/O error says about the disk rather than the store, in words for the user (None for
+/// the others: sled's lock on an open store among them, which readers look for).
+fn disk_trouble(kind: ErrorKind) -> Option<&'static str> {
+    Some(match kind {
+        ErrorKind::StorageFull => "no space left on the device",
+        ErrorKind::FileTooLarge => "a file reached the size limit (ulimit -f)",
+        ErrorKind::QuotaExceeded => "disk quota exceeded",
+        ErrorKind::ReadOnlyFilesystem => "read-only file system",
+        _ => return None,
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -238,6 +256,15 @@ impl SledBackend {
             Ok((it, h)) => SharedScan { backend: self, state: Ok((it, Some(h))) },
             Err(e) => SharedScan { backend: self, state: Err(Some(e)) },
         }
+    }
+
+    /// Lets go of the database without flushing it or waiting for its lock, after a write
+    /// failed: sled 0.34 may then wait forever for a log buffer that the failed write left
+    /// unfinished (a value too big for its log whose blob file it could not write), and dropping
+    /// the database flushes. So it is leaked: the files keep what the last flush made durable,
+    /// and the lock goes with the process.
+    pub fn abandon(self) {
+        std::mem::forget(self);
     }
 
     /// Bytes the database occupies on disk.

@@ -15,8 +15,11 @@ pub enum StoreError {
     Corrupt(String),
     #[error("{path}: in use by another process (a JVM still recording into it, or another lucce command); try again once it has ended")]
     InUse { path: PathBuf },
-    #[error("store is in use or unreadable: {0}")]
+    #[error("the store's database (sled) failed: {0}")]
     Backend(String),
+    /// The disk refused a write or a read: full, over a size limit or quota, read-only, gone.
+    #[error("{0}")]
+    Disk(String),
     #[error("the store writer has stopped: {0}")]
     WriterGone(String),
     #[error("{0}")]

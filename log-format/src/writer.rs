@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -42,12 +42,17 @@ pub struct WriterOptions {
     /// `cache_bytes` says; see `SledBackend`). A reopen cost the writer thread 230–430 ms next to
     /// a busy JVM on two cores (FOP, `sample=10`; docs/agent.md, "Memory").
     pub reopen_after_bytes: u64,
+    /// How long a close, or a producer waiting past the backlog limit, waits for a writer that
+    /// handles nothing at all before giving up on it ([`WriterHandle::failure`] then says so).
+    /// sled can wait forever inside a write (see `SledBackend::abandon`), and the agent must
+    /// never hang the JVM it records.
+    pub stall_limit: Duration,
 }
 
 impl Default for WriterOptions {
     fn default() -> Self {
         // About 100 bytes per queued event: 400 MB at most.
-        WriterOptions { flush_interval: Duration::from_millis(200), block_records: 32768, block_frames: 1 << 16, cache_bytes: 16 << 20, max_queued_events: 4 << 20, reopen_after_bytes: 256 << 20 }
+        WriterOptions { flush_interval: Duration::from_millis(200), block_records: 32768, block_frames: 1 << 16, cache_bytes: 16 << 20, max_queued_events: 4 << 20, reopen_after_bytes: 256 << 20, stall_limit: Duration::from_secs(60) }
     }
 }
 
@@ -67,16 +72,24 @@ pub struct WriterReport {
     pub reopens: u64,
 }
 
-/// The events sent but not yet taken by the writer, and a way to wait for that to shrink.
+/// The events sent but not yet taken by the writer, and a way to wait for that to shrink; and
+/// what producers and the closer need to know of the writer: whether it still moves, and why it
+/// stopped storing.
 #[derive(Default)]
 struct Backlog {
     queued: AtomicU64,
     max: AtomicU64,
     limit: u64,
-    /// Set when the writer thread stops: nobody waits for it any more.
+    /// Set when the writer stops storing (its thread ended, a write failed, or it is stuck):
+    /// nobody waits for it any more, and events are no longer sent.
     gone: AtomicBool,
     lock: Mutex<()>,
     shrunk: Condvar,
+    /// Messages handled and commits made: a writer whose count stands still is stuck.
+    progress: AtomicU64,
+    stall_limit: Duration,
+    /// Why the writer stopped storing, once a write failed or it got stuck.
+    failure: OnceLock<String>,
 }
 
 impl Backlog {
@@ -94,11 +107,41 @@ impl Backlog {
         if now <= self.limit {
             return;
         }
-        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        while self.queued.load(Ordering::Acquire) > self.limit && !self.gone.load(Ordering::Acquire) {
-            // The timeout only guards against a missed wake-up; the writer notifies.
-            guard = self.shrunk.wait_timeout(guard, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+        let waited = self.while_moving(|step| {
+            let guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            if self.queued.load(Ordering::Acquire) <= self.limit || self.gone.load(Ordering::Acquire) {
+                return true;
+            }
+            // The writer notifies under the lock; the timeout is for watching its progress.
+            drop(self.shrunk.wait_timeout(guard, step));
+            false
+        });
+        if let Err(why) = waited {
+            self.fail(why);
         }
+    }
+
+    /// Calls `done(step)`, which waits at most `step` and says whether the wait is over, until it
+    /// is; or, once the writer has handled nothing for the stall limit, says so.
+    fn while_moving(&self, mut done: impl FnMut(Duration) -> bool) -> Result<(), String> {
+        let mut seen = self.progress.load(Ordering::Acquire);
+        let mut still_since = Instant::now();
+        while !done(Duration::from_millis(100)) {
+            let now = self.progress.load(Ordering::Acquire);
+            if now != seen {
+                seen = now;
+                still_since = Instant::now();
+            } else if still_since.elapsed() >= self.stall_limit {
+                return Err(format!("the writer has handled nothing for {} s (stuck inside sled)", self.stall_limit.as_secs()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer stopped storing, for `why`: producers stop sending and waiting.
+    fn fail(&self, why: String) {
+        let _ = self.failure.set(why);
+        self.stop();
     }
 
     fn taken(&self, n: u64) {
@@ -190,9 +233,10 @@ impl WriterHandle {
         self.events(vec![e]);
     }
 
-    /// Records a batch of events (cheaper than one by one).
+    /// Records a batch of events (cheaper than one by one). Dropped once the writer has stopped
+    /// storing ([`WriterHandle::failure`]).
     pub fn events(&self, batch: Vec<EventRecord>) {
-        if !batch.is_empty() {
+        if !batch.is_empty() && !self.backlog.gone.load(Ordering::Acquire) {
             let n = batch.len() as u64;
             let now = self.backlog.count(n);
             if self.out.send(Msg::Events(batch)) {
@@ -213,6 +257,12 @@ impl WriterHandle {
     /// Records what a context token stands for: the site and context ⟨c, v⟩ of its frame.
     pub fn token(&self, token: u64, site: u32, c: u64, v: u64) {
         let _ = self.out.send(Msg::Token(token, site, c, v));
+    }
+
+    /// Why the writer stopped storing, once it has: a write failed (a full disk, say) or it got
+    /// stuck. The store keeps what its last commit held; later records are dropped.
+    pub fn failure(&self) -> Option<String> {
+        self.backlog.failure.get().cloned()
     }
 
     /// Blocks until everything sent before this call is durable and committed.
@@ -248,6 +298,8 @@ impl GraphSink for WriterHandle {
 pub struct StoreWriter {
     handle: WriterHandle,
     join: Option<JoinHandle<Result<WriterReport, StoreError>>>,
+    /// Disconnected when the writer thread ends.
+    ended: Receiver<()>,
     path: PathBuf,
 }
 
@@ -269,17 +321,22 @@ impl StoreWriter {
         backend.flush()?;
         backend.set_reopen_after(opts.reopen_after_bytes);
         let (tx, rx) = unbounded();
-        let backlog = Arc::new(Backlog { limit: opts.max_queued_events, ..Backlog::default() });
+        let backlog = Arc::new(Backlog { limit: opts.max_queued_events, stall_limit: opts.stall_limit, ..Backlog::default() });
         let theirs = backlog.clone();
+        let (ending, ended) = bounded::<()>(0);
         let join = std::thread::Builder::new().name("lucce-writer".into()).spawn(move || {
-            // However the thread ends (a panic included), producers stop waiting for it.
-            struct Stop(Arc<Backlog>);
+            // However the thread ends (a panic included), producers stop waiting for it, and
+            // the closer learns it (`_ending` is dropped).
+            struct Stop {
+                backlog: Arc<Backlog>,
+                _ending: Sender<()>,
+            }
             impl Drop for Stop {
                 fn drop(&mut self) {
-                    self.0.stop();
+                    self.backlog.stop();
                 }
             }
-            let _stop = Stop(theirs.clone());
+            let _stop = Stop { backlog: theirs.clone(), _ending: ending };
             WriterThread::new(backend, opts, theirs).run(rx)
         })?;
         Ok(StoreWriter {
@@ -289,6 +346,7 @@ impl StoreWriter {
                 backlog,
             },
             join: Some(join),
+            ended,
             path: dir.to_path_buf(),
         })
     }
@@ -313,10 +371,15 @@ impl StoreWriter {
 
     fn stop(&mut self) -> Result<WriterReport, StoreError> {
         let _ = self.handle.out.send(Msg::Close);
-        match self.join.take() {
-            Some(j) => j.join().unwrap_or_else(|_| Err(StoreError::WriterGone("the writer thread panicked".into()))),
-            None => Err(StoreError::WriterGone("already closed".into())),
+        let Some(join) = self.join.take() else { return Err(StoreError::WriterGone("already closed".into())) };
+        let backlog = &self.handle.backlog;
+        let ended = backlog.while_moving(|step| !matches!(self.ended.recv_timeout(step), Err(RecvTimeoutError::Timeout)));
+        if let Err(why) = ended {
+            // Left behind: joining it would hang this thread as well.
+            backlog.fail(why.clone());
+            return Err(StoreError::WriterGone(why));
         }
+        join.join().unwrap_or_else(|_| Err(StoreError::WriterGone("the writer thread panicked".into())))
     }
 }
 
@@ -383,6 +446,8 @@ struct WriterThread {
     commits: u64,
     dirty: bool,
     failed: Option<String>,
+    /// A sled call failed: the database is left as it is at the end (`SledBackend::abandon`).
+    db_in_doubt: bool,
 }
 
 impl WriterThread {
@@ -399,6 +464,7 @@ impl WriterThread {
             commits: 0,
             dirty: false,
             failed: None,
+            db_in_doubt: false,
         }
     }
 
@@ -409,14 +475,15 @@ impl WriterThread {
             match msg {
                 Ok(Msg::Flush(ack)) => {
                     self.commit(false);
+                    self.backlog.progress.fetch_add(1, Ordering::Release);
                     let _ = ack.send(self.failed.clone().map_or(Ok(()), Err));
                     self.release_memory();
                 }
                 Ok(Msg::Close) | Err(RecvTimeoutError::Disconnected) => {
                     // Disconnected: every handle is gone without a close; still commit what came.
                     let clean = matches!(msg, Ok(Msg::Close));
-                    if self.failed.is_none() {
-                        self.failed = self.methods.unfilled_gap().or_else(|| self.sites.unfilled_gap()).or_else(|| self.graph.unfilled_gap()).or_else(|| self.events.unfilled_gap());
+                    if let Some(gap) = self.methods.unfilled_gap().or_else(|| self.sites.unfilled_gap()).or_else(|| self.graph.unfilled_gap()).or_else(|| self.events.unfilled_gap()) {
+                        self.fail(StoreError::WriterGone(gap));
                     }
                     self.commit(clean);
                     let report = WriterReport {
@@ -430,8 +497,12 @@ impl WriterThread {
                         max_queued_events: self.backlog.max.load(Ordering::Relaxed),
                         reopens: self.db.reopens(),
                     };
-                    // Returns once sled has let go of the files: the store can be opened at once.
-                    drop(self.db);
+                    if self.db_in_doubt {
+                        self.db.abandon();
+                    } else {
+                        // Returns once sled has let go of the files: the store can be opened at once.
+                        drop(self.db);
+                    }
                     return match self.failed {
                         Some(e) => Err(StoreError::WriterGone(e)),
                         None => Ok(report),
@@ -442,8 +513,9 @@ impl WriterThread {
                         self.backlog.taken(batch.len() as u64);
                     }
                     if let Err(e) = self.accept(m) {
-                        self.failed.get_or_insert(e.to_string());
+                        self.fail(e);
                     }
+                    self.backlog.progress.fetch_add(1, Ordering::Release);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -545,7 +617,19 @@ impl WriterThread {
                 self.commits += 1;
                 self.dirty = false;
             }
-            Err(e) => self.failed = Some(e.to_string()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// A write failed, or the records make no store: nothing more is written (the store keeps
+    /// its last commit), and producers learn why.
+    fn fail(&mut self, e: StoreError) {
+        // Anything but the writer's own complaint about the records came from sled.
+        self.db_in_doubt |= !matches!(e, StoreError::WriterGone(_));
+        if self.failed.is_none() {
+            let why = e.to_string();
+            self.backlog.fail(why.clone());
+            self.failed = Some(why);
         }
     }
 }
@@ -624,6 +708,48 @@ mod tests {
         // Each producer adds its batch before it checks the limit.
         assert!(report.max_queued_events <= LIMIT + PRODUCERS * BATCH, "backlog reached {}", report.max_queued_events);
         assert!(report.max_queued_events > 0);
+    }
+
+    /// A write that fails (here sled cannot make the blob file of a large block: the store's
+    /// directory of blobs has become a file) stops the writer: producers and the close learn why,
+    /// later events are dropped, and the store keeps what was committed before. With sled 0.34
+    /// dropping the database after such a write waited forever, and so did the JVM's exit.
+    #[test]
+    fn a_failed_write_stops_the_writer_without_hanging_and_keeps_the_committed_part() {
+        use crate::records::TruthFrame;
+        let (dir, path, writer) = new_store(WriterOptions::default());
+        let h = writer.handle();
+        let event = |i: u64, truth| EventRecord { thread: 0, kind: EventKind::Mark, site: i as u32, c: i, v: 1, label: None, truth };
+        h.events((0..100).map(|i| event(i, None)).collect());
+        writer.flush().unwrap();
+        let blobs = path.join("blobs");
+        std::fs::remove_dir_all(&blobs).unwrap();
+        std::fs::write(&blobs, b"").unwrap();
+        // Names that do not compress: each block of 65,536 frames is far above sled's threshold.
+        let frames = |i: u64| {
+            let name = |k: u64| format!("c{:x}", (i * 2000 + k).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            Some((0..2000).map(|k| TruthFrame { class: name(k), method: "m".into(), file: None, line: k as i32 }).collect())
+        };
+        h.events((100..200).map(|i| event(i, frames(i))).collect());
+        let failed = writer.flush().expect_err("a flush after a failed write").to_string();
+        let why = h.failure().expect("the failure, for producers");
+        assert!(failed.contains(&why), "{failed} / {why}");
+        h.events(vec![event(200, None)]);
+        assert_eq!(h.backlog.queued.load(Ordering::Relaxed), 0, "an event queued after the failure");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(writer.close().map_err(|e| e.to_string())));
+        let closed = rx.recv_timeout(Duration::from_secs(120)).expect("the close hung");
+        assert!(closed.expect_err("a close after a failed write").contains(&why));
+        // This process still holds sled's lock on the abandoned store: read a copy.
+        let copy = dir.path().join("copy");
+        std::fs::create_dir_all(copy.join("blobs")).unwrap();
+        for f in ["conf", "db"] {
+            std::fs::copy(path.join(f), copy.join(f)).unwrap();
+        }
+        let reader = crate::StoreReader::open(&copy).unwrap();
+        assert!(!reader.commit().clean);
+        let got: Vec<EventRecord> = reader.events().map(|r| r.unwrap().1).collect();
+        assert_eq!(got, (0..100).map(|i| event(i, None)).collect::<Vec<_>>());
     }
 
     #[test]
