@@ -129,6 +129,44 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
     assert_clean_error(&["stats", &p("s")], "format version 99");
 }
 
+/// sled writes to a store's files as it opens them: a store this user may not write (one that
+/// another user recorded, or on a read-only or full disk) is read from a temporary copy, with a
+/// note, and reads exactly as it would in place. As root (CI), lucce runs as `nobody` through
+/// setpriv; otherwise the store is made read-only.
+#[test]
+fn a_store_it_may_not_write_is_read_from_a_copy() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    small_store(&store);
+    let s = store.to_str().unwrap();
+    let (code, reference, err) = lucce(&["events", s, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let out = if root {
+        // nobody must reach the binary and the store: both in a directory anyone may enter.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = dir.path().join("lucce");
+        std::fs::copy(env!("CARGO_BIN_EXE_lucce"), &bin).unwrap();
+        Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(&bin).args(["events", s, "--json"]).output()
+    } else {
+        for f in ["db", "conf"] {
+            std::fs::set_permissions(store.join(f), std::fs::Permissions::from_mode(0o444)).unwrap();
+        }
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o555)).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_lucce")).args(["events", s, "--json"]).output()
+    }
+    .expect("running lucce (as root: setpriv, from util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("cannot be opened where it is (opening the database: permission denied): reading a copy in"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), reference);
+    if !root {
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
 #[test]
 fn a_commit_mark_past_the_stream_is_refused_before_anything_is_sized_by_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -1689,14 +1689,16 @@ impl Recorder {
         });
     }
 
-    /// Once the store writer has stopped storing (a full disk, say), says so on stderr, once:
-    /// the program runs on, and the user learns now, not at its end, that the store is short.
+    /// Once the store writer has stopped storing (a full disk, say), says so on stderr, once,
+    /// and stops recording (no event, no `verify=` trace, no token could be stored): the program
+    /// runs on, and the user learns now, not at its end, that the store is short.
     fn tell_store_failure(&self) {
         if let Some(why) = self.handle.failure() {
             if !self.failure_told.swap(true, Ordering::AcqRel) {
+                self.closed.store(true, Ordering::Release);
                 let out = self.out.display();
                 eprintln!(
-                    "lucce-agent: writing the store {out} failed: {why}. The program goes on, but no more events are stored; \
+                    "lucce-agent: writing the store {out} failed: {why}. The program goes on, but recording has stopped; \
                      the store keeps what was committed before (`lucce events {out}` reads it)"
                 );
             }

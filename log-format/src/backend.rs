@@ -103,7 +103,7 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, sled::Error>) -> Result<
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(sled::Error::Corruption { .. })) => Err(StoreError::Corrupt(format!("{what}: sled reports corruption"))),
-        // Not sled's own text: it passes on a copy whose message is the original's Debug form.
+        // Words of our own: sled passes on copies of I/O errors whose message is the Debug form.
         Ok(Err(sled::Error::Io(e))) => match disk_trouble(e.kind()) {
             Some(trouble) => Err(StoreError::Disk(format!("{what}: {trouble}"))),
             None => Err(StoreError::Backend(format!("{what}: {e}"))),
@@ -121,6 +121,7 @@ fn disk_trouble(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::FileTooLarge => "a file reached the size limit (ulimit -f)",
         ErrorKind::QuotaExceeded => "disk quota exceeded",
         ErrorKind::ReadOnlyFilesystem => "read-only file system",
+        ErrorKind::PermissionDenied => "permission denied",
         _ => return None,
     })
 }

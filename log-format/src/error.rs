@@ -17,7 +17,8 @@ pub enum StoreError {
     InUse { path: PathBuf },
     #[error("the store's database (sled) failed: {0}")]
     Backend(String),
-    /// The disk refused a write or a read: full, over a size limit or quota, read-only, gone.
+    /// The disk refused a write: full, over a size limit or quota, read-only, not ours. sled
+    /// writes to a store's files as it opens them, so a reader meets these too.
     #[error("{0}")]
     Disk(String),
     #[error("the store writer has stopped: {0}")]

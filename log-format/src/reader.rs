@@ -126,10 +126,6 @@ impl StoreReader {
         .map_err(|e| match e {
             // sled locks the database file of an open store (its message, through an io::Error).
             StoreError::Backend(e) if e.contains("could not acquire lock") => StoreError::InUse { path: path.clone() },
-            StoreError::Disk(e) => StoreError::Disk(format!(
-                "{}: {e}; opening a store writes to its files: make room on that disk, or copy the store to another and read it there",
-                path.display()
-            )),
             e => e,
         })?;
         match db.get(Tree::Header, MAGIC_KEY)? {
