@@ -752,6 +752,27 @@ mod tests {
         assert_eq!(got, (0..100).map(|i| event(i, None)).collect::<Vec<_>>());
     }
 
+    /// The close and producers past the backlog wait for a writer as long as it handles
+    /// something, however long that takes, and give up on one that handles nothing for the stall
+    /// limit (the sleeps stand for the writer's work, not for synchronization).
+    #[test]
+    fn a_writer_that_moves_is_waited_for_and_one_that_does_not_is_given_up() {
+        let backlog = Backlog { stall_limit: Duration::from_millis(300), ..Backlog::default() };
+        let mut steps = 0;
+        let moving = backlog.while_moving(|_| {
+            steps += 1;
+            std::thread::sleep(Duration::from_millis(50));
+            backlog.progress.fetch_add(1, Ordering::Release);
+            steps == 20
+        });
+        assert_eq!((moving, steps), (Ok(()), 20));
+        let stuck = backlog.while_moving(|step| {
+            std::thread::sleep(step);
+            false
+        });
+        assert!(stuck.expect_err("a writer that handles nothing").contains("handled nothing"));
+    }
+
     #[test]
     fn methods_may_arrive_out_of_order_and_are_stored_in_id_order() {
         let (_dir, path, writer) = new_store(WriterOptions::default());
