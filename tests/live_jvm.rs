@@ -590,25 +590,35 @@ fn stopped_threads_catch_every_stop() {
 /// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
 /// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
 /// table came with the first slow entry, every thread when it came with the first probe).
-/// The store cannot be written from some point of a run on, in two ways: sled cannot write a
-/// large block (LiveStoreFails replaces the store's directory of blobs with a file; with sled 0.34
-/// the JVM then never exited), and the store's files reach the size limit (`ulimit -f`, as a
-/// full disk would stop them). Each time the program runs to its end and the JVM exits 0, the
-/// agent says why its store stopped, and what the store committed before reads and verifies.
+/// The store cannot be written, in three ways: from some point of the run on, sled cannot write a
+/// large block (LiveStoreFails replaces the store's directory of blobs with a file; with sled
+/// 0.34 the JVM then never exited), or the store's files reach the size limit (`ulimit -f`, as a
+/// full disk would stop them); or not even at the start (`ulimit -f 0`). Each time the program runs to its end and the JVM exits 0, and the agent says once why there
+/// is no store or where it stopped; a store that stopped reads and verifies what it committed,
+/// and one that could not be made is not left behind half made.
 #[test]
 fn a_store_that_cannot_be_written_neither_hangs_nor_stops_the_jvm() {
-    for (mode, opts, limit, why) in [("blobs", "sample=1000,verify=1", None, "Not a directory"), ("size", "sample=10,verify=50", Some(('f', 100)), "ulimit -f")] {
+    let cases = [
+        ("blobs", "sample=1000,verify=1", None, "failed", "Not a directory"),
+        ("size", "sample=10,verify=50", Some(('f', 100)), "failed", "ulimit -f"),
+        ("size", "sample=10", Some(('f', 0)), "cannot create the store", "ulimit -f"),
+    ];
+    for (mode, opts, limit, what, why) in cases {
         let tmp = tempfile::tempdir().expect("tempdir");
         let store = tmp.path().join("store");
         let path = store.display().to_string();
         let out = run_java_limited("LiveStoreFails", &[&path, mode], &format!("out={path},summary=off,{opts}"), &[], limit);
-        assert_eq!((out.code, out.stdout.as_str()), (Some(0), "done 1201200\n"), "{mode}:\n{}", out.stderr);
+        assert_eq!((out.code, out.stdout.as_str()), (Some(0), "done 1201200\n"), "{mode} {limit:?}:\n{}", out.stderr);
         let told: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("lucce-agent:")).collect();
         assert!(
-            told.len() == 1 && told[0].contains(&format!("the store {path} failed")) && told[0].contains(why),
-            "{mode}: the agent should say once why the store stopped:\n{}",
+            told.len() == 1 && told[0].contains(what) && told[0].contains(&path) && told[0].contains(why),
+            "{mode} {limit:?}: the agent should say once that the store {what} ({why}):\n{}",
             out.stderr
         );
+        if what == "cannot create the store" {
+            assert!(!store.exists(), "a half-made store was left behind");
+            continue;
+        }
         if mode == "blobs" {
             std::fs::remove_file(store.join("blobs")).expect("LiveStoreFails made blobs a file");
             std::fs::create_dir(store.join("blobs")).unwrap();

@@ -312,14 +312,24 @@ impl StoreWriter {
                 return Err(StoreError::AlreadyExists { path: dir.to_path_buf() });
             }
         }
+        let made_dir = !dir.exists();
         std::fs::create_dir_all(dir)?;
-        // Blocks come compressed (records.rs): sled compressing its pages again would cost CPU.
-        let backend = SledBackend::open(dir, opts.cache_bytes, false)?;
-        backend.put(Tree::Header, MAGIC_KEY, MAGIC)?;
-        backend.put(Tree::Header, FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
-        backend.put(Tree::Header, COMMIT_KEY, &Commit::default().encode())?;
-        backend.flush()?;
-        backend.set_reopen_after(opts.reopen_after_bytes);
+        let backend = match Self::begin(dir, &opts) {
+            Ok(b) => b,
+            Err(e) => {
+                // No half-made store left behind (a full disk fails here): readers would take
+                // it for a store.
+                if made_dir {
+                    let _ = std::fs::remove_dir_all(dir);
+                } else if let Ok(entries) = std::fs::read_dir(dir) {
+                    for entry in entries.flatten() {
+                        let p = entry.path();
+                        let _ = if p.is_dir() { std::fs::remove_dir_all(p) } else { std::fs::remove_file(p) };
+                    }
+                }
+                return Err(e);
+            }
+        };
         let (tx, rx) = unbounded();
         let backlog = Arc::new(Backlog { limit: opts.max_queued_events, stall_limit: opts.stall_limit, ..Backlog::default() });
         let theirs = backlog.clone();
@@ -349,6 +359,28 @@ impl StoreWriter {
             ended,
             path: dir.to_path_buf(),
         })
+    }
+
+    /// Opens the new database and writes its header, durably.
+    fn begin(dir: &Path, opts: &WriterOptions) -> Result<SledBackend, StoreError> {
+        // Blocks come compressed (records.rs): sled compressing its pages again would cost CPU.
+        let backend = SledBackend::open(dir, opts.cache_bytes, false)?;
+        let header = (|| {
+            backend.put(Tree::Header, MAGIC_KEY, MAGIC)?;
+            backend.put(Tree::Header, FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
+            backend.put(Tree::Header, COMMIT_KEY, &Commit::default().encode())?;
+            backend.flush()
+        })();
+        match header {
+            Ok(()) => {
+                backend.set_reopen_after(opts.reopen_after_bytes);
+                Ok(backend)
+            }
+            Err(e) => {
+                backend.abandon(); // as after any failed write (`WriterThread::fail`)
+                Err(e)
+            }
+        }
     }
 
     pub fn handle(&self) -> WriterHandle {
