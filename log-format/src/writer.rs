@@ -312,20 +312,23 @@ impl StoreWriter {
                 return Err(StoreError::AlreadyExists { path: dir.to_path_buf() });
             }
         }
-        let made_dir = !dir.exists();
-        std::fs::create_dir_all(dir)?;
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        // Only the process that made the directory may remove it (another JVM given the same
+        // `out` may be writing its store there).
+        let made_dir = match std::fs::create_dir(dir) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(e) => return Err(e.into()),
+        };
         let backend = match Self::begin(dir, &opts) {
             Ok(b) => b,
             Err(e) => {
                 // No half-made store left behind (a full disk fails here): readers would take
-                // it for a store.
+                // it for a broken store.
                 if made_dir {
                     let _ = std::fs::remove_dir_all(dir);
-                } else if let Ok(entries) = std::fs::read_dir(dir) {
-                    for entry in entries.flatten() {
-                        let p = entry.path();
-                        let _ = if p.is_dir() { std::fs::remove_dir_all(p) } else { std::fs::remove_file(p) };
-                    }
                 }
                 return Err(e);
             }
