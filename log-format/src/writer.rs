@@ -265,16 +265,26 @@ impl WriterHandle {
         self.backlog.failure.get().cloned()
     }
 
-    /// Blocks until everything sent before this call is durable and committed.
+    /// Blocks until everything sent before this call is durable and committed (or the writer
+    /// has handled nothing for the stall limit).
     pub fn flush(&self) -> Result<(), StoreError> {
         let (ack_tx, ack_rx) = bounded(1);
         if !self.out.send(Msg::Flush(ack_tx)) {
             return Err(StoreError::WriterGone("closed".into()));
         }
-        match ack_rx.recv() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StoreError::WriterGone(e)),
-            Err(_) => Err(StoreError::WriterGone("the writer thread stopped".into())),
+        let mut answer = None;
+        let waited = self.backlog.while_moving(|step| match ack_rx.recv_timeout(step) {
+            Err(RecvTimeoutError::Timeout) => false,
+            got => {
+                answer = Some(got);
+                true
+            }
+        });
+        match (waited, answer) {
+            (Err(why), _) => Err(StoreError::WriterGone(why)),
+            (_, Some(Ok(Ok(())))) => Ok(()),
+            (_, Some(Ok(Err(e)))) => Err(StoreError::WriterGone(e)),
+            _ => Err(StoreError::WriterGone("the writer thread stopped".into())),
         }
     }
 }
