@@ -593,9 +593,10 @@ fn stopped_threads_catch_every_stop() {
 /// The store cannot be written, in three ways: from some point of the run on, sled cannot write a
 /// large block (LiveStoreFails replaces the store's directory of blobs with a file; with sled
 /// 0.34 the JVM then never exited), or the store's files reach the size limit (`ulimit -f`, as a
-/// full disk would stop them); or not even at the start (`ulimit -f 0`). Each time the program runs to its end and the JVM exits 0, and the agent says once why there
-/// is no store or where it stopped; a store that stopped reads and verifies what it committed,
-/// and one that could not be made is not left behind half made.
+/// full disk would stop them); or not even at the start (`ulimit -f 0`). Each time the program
+/// runs to its end and the JVM exits 0, and the agent says once why there is no store or where
+/// it stopped; a store that stopped reads and verifies what it committed, and one that could not
+/// be made is not left behind half made.
 #[test]
 fn a_store_that_cannot_be_written_neither_hangs_nor_stops_the_jvm() {
     let cases = [
