@@ -490,7 +490,6 @@ struct WriterThread {
     threads: u64,
     commits: u64,
     dirty: bool,
-    failed: Option<String>,
     /// A sled call failed: the database is left as it is at the end (`SledBackend::abandon`).
     db_in_doubt: bool,
 }
@@ -508,7 +507,6 @@ impl WriterThread {
             threads: 0,
             commits: 0,
             dirty: false,
-            failed: None,
             db_in_doubt: false,
         }
     }
@@ -521,7 +519,7 @@ impl WriterThread {
                 Ok(Msg::Flush(ack)) => {
                     self.commit(false);
                     self.backlog.progress.fetch_add(1, Ordering::Release);
-                    let _ = ack.send(self.failed.clone().map_or(Ok(()), Err));
+                    let _ = ack.send(self.backlog.failure.get().cloned().map_or(Ok(()), Err));
                     self.release_memory();
                 }
                 Ok(Msg::Close) | Err(RecvTimeoutError::Disconnected) => {
@@ -548,8 +546,8 @@ impl WriterThread {
                         // Returns once sled has let go of the files: the store can be opened at once.
                         drop(self.db);
                     }
-                    return match self.failed {
-                        Some(e) => Err(StoreError::WriterGone(e)),
+                    return match self.backlog.failure.get() {
+                        Some(e) => Err(StoreError::WriterGone(e.clone())),
                         None => Ok(report),
                     };
                 }
@@ -575,7 +573,7 @@ impl WriterThread {
     }
 
     fn accept(&mut self, msg: Msg) -> Result<(), StoreError> {
-        if self.failed.is_some() {
+        if self.failed() {
             return Ok(());
         }
         self.dirty = true;
@@ -631,14 +629,14 @@ impl WriterThread {
     /// waits for a reopen): lets sled drop what it holds once enough was written
     /// ([`WriterOptions::reopen_after_bytes`]).
     fn release_memory(&self) {
-        if self.failed.is_none() {
+        if !self.failed() {
             self.db.release_memory();
         }
     }
 
     /// Blocks first, durable; then the mark that says they are complete, durable.
     fn commit(&mut self, clean: bool) {
-        if self.failed.is_some() {
+        if self.failed() {
             return;
         }
         let result = (|| {
@@ -667,15 +665,17 @@ impl WriterThread {
     }
 
     /// A write failed, or the records make no store: nothing more is written (the store keeps
-    /// its last commit), and producers learn why.
+    /// its last commit), and producers learn why (the first failure is the one kept).
     fn fail(&mut self, e: StoreError) {
         // Anything but the writer's own complaint about the records came from sled.
         self.db_in_doubt |= !matches!(e, StoreError::WriterGone(_));
-        if self.failed.is_none() {
-            let why = e.to_string();
-            self.backlog.fail(why.clone());
-            self.failed = Some(why);
-        }
+        self.backlog.fail(e.to_string());
+    }
+
+    /// Whether the writer has stopped storing: a write failed here, or producers or the closer
+    /// gave up on it as stuck (and drop what they would send since).
+    fn failed(&self) -> bool {
+        self.backlog.failure.get().is_some()
     }
 }
 
