@@ -294,22 +294,53 @@ impl Summary {
             }
             Sink::File(p) => {
                 let body = if p.extension().is_some_and(|e| e == "json") { self.json() } else { self.text() };
-                if let Err(e) = std::fs::write(p, body) {
+                if let Err(e) = write_whole(p, &body) {
                     eprintln!("lucce-agent: cannot write summary to {}: {e}", p.display());
                 }
             }
         }
         if let Some(p) = json {
-            if let Err(e) = std::fs::write(p, self.json()) {
+            if let Err(e) = write_whole(p, &self.json()) {
                 eprintln!("lucce-agent: cannot write JSON summary to {}: {e}", p.display());
             }
         }
     }
 }
 
+/// Writes `body` to `path` whole or not at all: into a file beside it, renamed over it once
+/// written. A full disk would otherwise leave an empty or cut-off summary, which a tool that
+/// reads it takes for the agent's.
+fn write_whole(path: &Path, body: &str) -> std::io::Result<()> {
+    let mut part = path.as_os_str().to_owned();
+    part.push(format!(".part-{}", std::process::id()));
+    let part = std::path::PathBuf::from(part);
+    let written = std::fs::write(&part, body).and_then(|()| std::fs::rename(&part, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&part);
+    }
+    written
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_is_written_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        std::fs::write(&path, "old").unwrap();
+        write_whole(&path, "{\"new\": 1}").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"new\": 1}");
+        // A summary that cannot take its place (here a directory is in the way) leaves its
+        // part file behind no more than a half-written one.
+        let blocked = dir.path().join("blocked.json");
+        std::fs::create_dir(&blocked).unwrap();
+        assert!(write_whole(&blocked, "x").is_err());
+        let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["blocked.json", "s.json"]);
+    }
 
     #[test]
     fn reasons_aggregate_by_variant() {
