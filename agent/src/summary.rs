@@ -332,8 +332,7 @@ mod tests {
         std::fs::write(&path, "old").unwrap();
         write_whole(&path, "{\"new\": 1}").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"new\": 1}");
-        // A summary that cannot take its place (here a directory is in the way) leaves its
-        // part file behind no more than a half-written one.
+        // A summary that cannot take its place (a directory is in the way) leaves no part file.
         let blocked = dir.path().join("blocked.json");
         std::fs::create_dir(&blocked).unwrap();
         assert!(write_whole(&blocked, "x").is_err());
