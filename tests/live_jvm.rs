@@ -330,7 +330,7 @@ struct Scenario<'a> {
     sample: bool,
     /// Labels (as written in the program) that must have been printed at least once.
     expect: &'a [&'a str],
-    /// `ulimit -v` for the JVM, in KiB.
+    /// A `ulimit` for the JVM (`address_space` sets `-v`).
     limit: Option<Ulimit>,
 }
 
@@ -587,12 +587,9 @@ fn stopped_threads_catch_every_stop() {
     assert!(v.verified > 0, "no event verified");
 }
 
-/// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
-/// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
-/// table came with the first slow entry, every thread when it came with the first probe).
 /// The store cannot be written, in three ways: from some point of the run on, sled cannot write a
-/// large block (LiveStoreFails replaces the store's directory of blobs with a file; with sled
-/// 0.34 the JVM then never exited), or the store's files reach the size limit (`ulimit -f`, as a
+/// large value (LiveStoreFails replaces the store's directory of blobs with a file, then marks an
+/// event too large for sled's log; with sled 0.34 the JVM then never exited), or the store's files reach the size limit (`ulimit -f`, as a
 /// full disk would stop them); or not even at the start (`ulimit -f 0`). Each time the program
 /// runs to its end and the JVM exits 0, and the agent says once why there is no store or where
 /// it stopped; a store that stopped reads and verifies what it committed, and one that could not
@@ -628,6 +625,9 @@ fn a_store_that_cannot_be_written_neither_hangs_nor_stops_the_jvm() {
     }
 }
 
+/// A thread gets its answer table (2 MiB) only once it keeps entering methods the memo has not
+/// seen: of LiveThreads' 12 threads and the JVM's own, 3 to 5 took one in five runs (9 when a
+/// table came with the first slow entry, every thread when it came with the first probe).
 #[test]
 fn short_threads_take_no_answer_table() {
     let (_tmp, out, log_text, _) = run_logged("LiveThreads", "");

@@ -1694,14 +1694,17 @@ impl Recorder {
     /// runs on, and the user learns now, not at its end, that the store is short.
     fn tell_store_failure(&self) {
         if let Some(why) = self.handle.failure() {
-            if !self.failure_told.swap(true, Ordering::AcqRel) {
-                self.closed.store(true, Ordering::Release);
-                let out = self.out.display();
-                eprintln!(
-                    "lucce-agent: writing the store {out} failed: {why}. The program goes on, but recording has stopped; \
-                     the store keeps what was committed before (`lucce events {out}` reads it)"
-                );
-            }
+            self.closed.store(true, Ordering::Release);
+            self.say_store_failed("writing", &why, ". The program goes on, but recording has stopped;");
+        }
+    }
+
+    /// The one line on stderr about a store that failed ("`doing` the store … failed"), the
+    /// first time only.
+    fn say_store_failed(&self, doing: &str, why: &dyn std::fmt::Display, then: &str) {
+        if !self.failure_told.swap(true, Ordering::AcqRel) {
+            let out = self.out.display();
+            eprintln!("lucce-agent: {doing} the store {out} failed: {why}{then} the store keeps what was committed before (`lucce events {out}` reads it)");
         }
     }
 
@@ -1714,10 +1717,7 @@ impl Recorder {
         match writer.close() {
             Ok(r) => Some(r),
             Err(e) => {
-                if !self.failure_told.swap(true, Ordering::AcqRel) {
-                    let out = self.out.display();
-                    eprintln!("lucce-agent: closing the store {out} failed: {e}; the store keeps what was committed before (`lucce events {out}` reads it)");
-                }
+                self.say_store_failed("closing", &e, ";");
                 None
             }
         }
