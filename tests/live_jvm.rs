@@ -588,8 +588,8 @@ fn stopped_threads_catch_every_stop() {
 }
 
 /// The store cannot be written, in three ways: from some point of the run on, sled cannot write a
-/// large value (LiveStoreFails replaces the store's directory of blobs with a file, then marks an
-/// event too large for sled's log; with sled 0.34 the JVM then never exited), or the store's files reach the size limit (`ulimit -f`, as a
+/// large value (LiveStoreFails puts a file in place of the store's directory of blobs, then marks
+/// an event too large for sled's log; with sled 0.34 the JVM then never exited), or the store's files reach the size limit (`ulimit -f`, as a
 /// full disk would stop them); or not even at the start (`ulimit -f 0`). Each time the program
 /// runs to its end and the JVM exits 0, and the agent says once why there is no store or where
 /// it stopped; a store that stopped reads and verifies what it committed, and one that could not
@@ -619,7 +619,7 @@ fn a_store_that_cannot_be_written_neither_hangs_nor_stops_the_jvm() {
         }
         if mode == "blobs" {
             std::fs::remove_file(store.join("blobs")).expect("LiveStoreFails made blobs a file");
-            std::fs::create_dir(store.join("blobs")).unwrap();
+            std::fs::rename(store.join("blobs.kept"), store.join("blobs")).expect("LiveStoreFails kept the blobs");
         }
         verify(mode, &store);
     }
