@@ -4,7 +4,8 @@
 //! of the agent. Every mark event that `lucce events --json` decodes must have exactly those
 //! frames — class, method, file and line — minus native-method frames (the documented rule; the
 //! frames the JVM hides it hides from both). Each program also runs with `verify=1` (and the
-//! smaller ones with `sample=1,verify=1`), and `lucce verify` must find no mismatch.
+//! smaller ones with `sample=1,verify=1`), and `lucce verify` must find no mismatch. Random
+//! programs (tests/jvm_support/random_java.rs) are checked the same way.
 //!
 //! Needs a JDK 17+ (JAVA_HOME, else /usr/lib/jvm/java-17-openjdk-amd64, else `java`/`javac` on
 //! PATH) and, for the JNI test, gcc. The agent library is built by the test itself (`cargo build
@@ -114,6 +115,11 @@ type Ulimit = (char, u64);
 
 /// [`run_java`] with program arguments and, when given, a `ulimit`.
 fn run_java_limited(main: &str, args: &[&str], agent_options: &str, jvm_args: &[OsString], limit: Option<Ulimit>) -> Outcome {
+    run_java_on(classes().as_os_str(), main, args, agent_options, jvm_args, limit)
+}
+
+/// [`run_java_limited`] on class path `cp`.
+fn run_java_on(cp: &OsStr, main: &str, args: &[&str], agent_options: &str, jvm_args: &[OsString], limit: Option<Ulimit>) -> Outcome {
     let mut cmd = match limit {
         Some((flag, value)) => {
             let mut c = Command::new("bash");
@@ -123,7 +129,7 @@ fn run_java_limited(main: &str, args: &[&str], agent_options: &str, jvm_args: &[
         None => Command::new(tool("java")),
     };
     no_java_options(&mut cmd).arg(agent_arg(agent_options));
-    cmd.args(jvm_args).arg("-cp").arg(classes()).arg(main).args(args);
+    cmd.args(jvm_args).arg("-cp").arg(cp).arg(main).args(args);
     run(cmd, &format!("java {main} ({agent_options})"))
 }
 
@@ -1380,5 +1386,99 @@ fn java_agent_transforming_classes() {
             }
         }
         assert_eq!((bumps, truncated), (1974, 0), "{what}: events in LiveAgentHits.bump, and of them truncated");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random programs
+
+/// The seeds [`random_programs_decode_exactly`] runs: `LUCCE_RANDOM_SEEDS` (`1-200`, `7,9,12`)
+/// for a longer search, else a few.
+fn random_seeds() -> Vec<u64> {
+    let Ok(spec) = std::env::var("LUCCE_RANDOM_SEEDS") else {
+        return (1..=4).collect();
+    };
+    let mut seeds = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || panic!("LUCCE_RANDOM_SEEDS: {part:?} is neither a seed nor a range FROM-TO");
+        match part.split_once('-') {
+            Some((a, b)) => seeds.extend(a.parse::<u64>().unwrap_or_else(|_| bad())..=b.parse::<u64>().unwrap_or_else(|_| bad())),
+            None => seeds.push(part.parse().unwrap_or_else(|_| bad())),
+        }
+    }
+    seeds
+}
+
+/// Keeps a failed test's directory (the generated sources, the stores, the agent's logs) and says
+/// where it is.
+struct KeepOnPanic(Option<tempfile::TempDir>);
+
+impl Drop for KeepOnPanic {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            if std::thread::panicking() {
+                eprintln!("kept for inspection: {}", dir.keep().display());
+            }
+        }
+    }
+}
+
+/// Programs nobody wrote by hand (tests/jvm_support/random_java.rs: every kind of call, in
+/// try/catch/finally, loops, switches, threads and pools, static initializers reached mid-call,
+/// exceptions unwinding several frames). For each seed: without the agent, then with it
+/// (`verify=1`, every class verified by the JVM), then sampling method entries (`sample=37,verify=1`,
+/// for odd seeds with classes left out):
+/// the same output each time, every mark decodes to what `Throwable` showed, and `lucce verify`
+/// finds no mismatch. A failure names the seed and keeps the directory.
+#[test]
+fn random_programs_decode_exactly() {
+    let keep = KeepOnPanic(Some(tempfile::tempdir().expect("tempdir")));
+    let dir = keep.0.as_ref().unwrap().path().to_path_buf();
+    let (src, gen_classes) = (dir.join("src"), dir.join("classes"));
+    std::fs::create_dir_all(&src).unwrap();
+    let seeds = random_seeds();
+    let programs: Vec<_> = seeds.iter().map(|&s| jvm_support::random_java::program(s)).collect();
+    for p in &programs {
+        std::fs::write(src.join(&p.file_name), &p.source).unwrap();
+    }
+    let stub_classes = classes().parent().expect("the stub's directory").join("stub-classes");
+    let compile_cp = std::env::join_paths([stub_classes.as_path(), classes()]).unwrap();
+    tool_ok(Command::new(tool("javac")).arg("-g").arg("-cp").arg(&compile_cp).arg("-d").arg(&gen_classes).args(java_sources(&src)));
+    let cp = std::env::join_paths([gen_classes.as_path(), classes()]).unwrap();
+    // Without the agent the stub stands in for `lucce.Lucce` (its mark does nothing).
+    let plain_cp = std::env::join_paths([gen_classes.as_path(), classes(), &stub_classes]).unwrap();
+    for (seed, p) in seeds.iter().zip(&programs) {
+        let main = p.main_class.as_str();
+        let mut plain = Command::new(tool("java"));
+        no_java_options(&mut plain).arg("-cp").arg(&plain_cp).arg(main);
+        let expected = run(plain, main);
+        assert_eq!(expected.code, Some(0), "seed {seed}: {main} failed without the agent:\n{}", expected.stderr);
+        let heres = parse_heres(&expected.stdout);
+        // Odd seeds sample with a class of the program and the JDK's streams left out: calls
+        // from code lucce cannot see (a stream's pipeline calling a lambda) take remembered
+        // contexts, and `lucce verify` leaves those frames out of the JVM's stacks too.
+        let sampled = if seed % 2 == 0 { "sample=37,verify=1".to_string() } else { format!("sample=37,verify=1,exclude={}C1;java.util.stream.*", p.prefix) };
+        for (i, (mode, jvm)) in [("verify=1", &["-Xverify:all"][..]), (sampled.as_str(), &[][..])].into_iter().enumerate() {
+            let what = format!("seed {seed}, {main} ({mode})");
+            let (store, log) = (dir.join(format!("store-{seed}-{i}")), dir.join(format!("agent-{seed}-{i}.log")));
+            let opts = format!("out={},{mode},summary=off,log={}", store.display(), log.display());
+            let jvm: Vec<OsString> = jvm.iter().map(OsString::from).collect();
+            let out = run_java_on(&cp, main, &[], &opts, &jvm, None);
+            let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+            assert_eq!(out.code, Some(0), "{what} failed:\n{}\nagent log:\n{log_text}", out.stderr);
+            assert!(!log_text.contains("[Error]"), "{what}: the agent logged errors:\n{log_text}");
+            if out.stdout != expected.stdout {
+                let (line, (a, b)) = expected.stdout.lines().zip(out.stdout.lines()).enumerate().find(|(_, (a, b))| a != b).unwrap_or((0, ("", "")));
+                panic!("{what}: the output differs from the run without the agent, first at line {}:\n without: {a}\n with: {b}", line + 1);
+            }
+            let v = verify(&what, &store);
+            if i == 0 {
+                check_marks(&what, &heres, &store);
+                assert_eq!((v.events, v.verified), (heres.len() as u64, heres.len() as u64), "{what}: one verified event per mark");
+            } else {
+                assert!(v.verified == v.events && v.events > heres.len() as u64, "{what}: every sample verified, and more events than marks: {v:?}");
+            }
+            eprintln!("{what}: {} marks, {} events, {} verified", heres.len(), v.events, v.verified);
+        }
     }
 }

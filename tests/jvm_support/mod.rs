@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod random_java;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
