@@ -1409,6 +1409,9 @@ fn random_seeds() -> Vec<u64> {
     seeds
 }
 
+/// Rounds of a random program's calls in its sampling run (see [`random_programs_decode_exactly`]).
+const HOT_ROUNDS: u32 = 600;
+
 /// Keeps a failed test's directory (the generated sources, the stores, the agent's logs) and says
 /// where it is.
 struct KeepOnPanic(Option<tempfile::TempDir>);
@@ -1425,11 +1428,12 @@ impl Drop for KeepOnPanic {
 
 /// Programs nobody wrote by hand (tests/jvm_support/random_java.rs: every kind of call, in
 /// try/catch/finally, loops, switches, threads and pools, static initializers reached mid-call,
-/// exceptions unwinding several frames). For each seed: without the agent, then with it
-/// (`verify=1`, every class verified by the JVM), then sampling method entries (`sample=37,verify=1`,
-/// for odd seeds with classes left out):
-/// the same output each time, every mark decodes to what `Throwable` showed, and `lucce verify`
-/// finds no mismatch. A failure names the seed and keeps the directory.
+/// plugins defined by a class loader of the program's own, exceptions unwinding several frames). For each seed: without the agent, then with it
+/// (`verify=1`, every class verified by the JVM); then sampling method entries: for even seeds
+/// hot, its calls repeated until C2 compiles them (`sample=997,verify=1`, against a hot run
+/// without the agent), for odd seeds with classes left out (`sample=37,verify=1,exclude=…`). The same output with and without the agent, every mark
+/// decodes to what `Throwable` showed, and `lucce verify` finds no mismatch. A failure names the
+/// seed and keeps the directory.
 #[test]
 fn random_programs_decode_exactly() {
     let keep = KeepOnPanic(Some(tempfile::tempdir().expect("tempdir")));
@@ -1438,8 +1442,8 @@ fn random_programs_decode_exactly() {
     std::fs::create_dir_all(&src).unwrap();
     let seeds = random_seeds();
     let programs: Vec<_> = seeds.iter().map(|&s| jvm_support::random_java::program(s)).collect();
-    for p in &programs {
-        std::fs::write(src.join(&p.file_name), &p.source).unwrap();
+    for (name, text) in programs.iter().flat_map(|p| &p.files) {
+        std::fs::write(src.join(name), text).unwrap();
     }
     let stub_classes = classes().parent().expect("the stub's directory").join("stub-classes");
     let compile_cp = std::env::join_paths([stub_classes.as_path(), classes()]).unwrap();
@@ -1449,21 +1453,29 @@ fn random_programs_decode_exactly() {
     let plain_cp = std::env::join_paths([gen_classes.as_path(), classes(), &stub_classes]).unwrap();
     for (seed, p) in seeds.iter().zip(&programs) {
         let main = p.main_class.as_str();
-        let mut plain = Command::new(tool("java"));
-        no_java_options(&mut plain).arg("-cp").arg(&plain_cp).arg(main);
-        let expected = run(plain, main);
-        assert_eq!(expected.code, Some(0), "seed {seed}: {main} failed without the agent:\n{}", expected.stderr);
-        let heres = parse_heres(&expected.stdout);
-        // Odd seeds sample with a class of the program and the JDK's streams left out: calls
-        // from code lucce cannot see (a stream's pipeline calling a lambda) take remembered
-        // contexts, and `lucce verify` leaves those frames out of the JVM's stacks too.
-        let sampled = if seed % 2 == 0 { "sample=37,verify=1".to_string() } else { format!("sample=37,verify=1,exclude={}C1;java.util.stream.*", p.prefix) };
-        for (i, (mode, jvm)) in [("verify=1", &["-Xverify:all"][..]), (sampled.as_str(), &[][..])].into_iter().enumerate() {
-            let what = format!("seed {seed}, {main} ({mode})");
+        // The second run samples method entries. For even seeds it is hot: `main` runs its calls
+        // HOT_ROUNDS times (marks only in the last round), long enough for C2 to compile the
+        // busiest functions, probes included. Odd seeds leave a class of the program and the
+        // JDK's streams out: calls from code lucce cannot see (a stream's pipeline calling a
+        // lambda) take remembered contexts, and `lucce verify` leaves those frames out of the
+        // JVM's stacks too (once: such calls walk the stack, too slow to repeat hundreds of times).
+        let hot_rounds = HOT_ROUNDS.to_string();
+        let (sampled, sampled_args) = if seed % 2 == 0 {
+            ("sample=997,verify=1".to_string(), vec![hot_rounds.as_str()])
+        } else {
+            (format!("sample=37,verify=1,exclude={}C1;java.util.stream.*", p.prefix), vec![])
+        };
+        for (i, (mode, jvm, args)) in [("verify=1", &["-Xverify:all"][..], &[][..]), (sampled.as_str(), &[][..], &sampled_args[..])].into_iter().enumerate() {
+            let what = format!("seed {seed}, {main} {} ({mode})", args.join(" "));
+            let mut plain = Command::new(tool("java"));
+            no_java_options(&mut plain).arg("-cp").arg(&plain_cp).arg(main).args(args);
+            let expected = run(plain, main);
+            assert_eq!(expected.code, Some(0), "{what}: failed without the agent:\n{}", expected.stderr);
+            let heres = parse_heres(&expected.stdout);
             let (store, log) = (dir.join(format!("store-{seed}-{i}")), dir.join(format!("agent-{seed}-{i}.log")));
             let opts = format!("out={},{mode},summary=off,log={}", store.display(), log.display());
             let jvm: Vec<OsString> = jvm.iter().map(OsString::from).collect();
-            let out = run_java_on(&cp, main, &[], &opts, &jvm, None);
+            let out = run_java_on(&cp, main, args, &opts, &jvm, None);
             let log_text = std::fs::read_to_string(&log).unwrap_or_default();
             assert_eq!(out.code, Some(0), "{what} failed:\n{}\nagent log:\n{log_text}", out.stderr);
             assert!(!log_text.contains("[Error]"), "{what}: the agent logged errors:\n{log_text}");

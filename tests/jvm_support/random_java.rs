@@ -1,12 +1,16 @@
-//! Random Java programs for the live tests: one seed gives one program (a source file of a dozen
-//! classes), the same on every machine. Its functions call each other through every kind of call
-//! the JVM has: static, virtual (with `super` calls), interface default methods, constructors,
-//! lambdas and method references, reflection, method handles, streams, new threads and a pool,
-//! static initializers reached in the middle of a call; inside `try`/`catch`/`finally`, loops,
-//! `synchronized` blocks and switches on strings, and they throw exceptions that unwind several
-//! frames. They mark events with `Lucce.mark(T.here(label))` (tests/live_scripts/T.java, the
-//! independent witness), and `main` prints a checksum of everything they computed, so a run
-//! without the agent prints exactly what a run with it must print.
+//! Random Java programs for the live tests: one seed gives one program (a dozen source files, one
+//! class each), the same on every machine. Its functions call each other through every kind of
+//! call the JVM has: static, virtual (with `super` calls), interface default methods,
+//! constructors, lambdas, method references and anonymous classes, reflection, method handles,
+//! streams and other JDK code that calls back, new threads and a pool, plugins that a class
+//! loader of the program's own defines, static initializers reached in the middle of a call;
+//! inside `try`/`catch`/`finally`, loops, `synchronized` blocks and switches on strings, and they
+//! throw exceptions (their own, and the JVM's: division by zero, a bad index, a call on null)
+//! that unwind several frames. They mark events with `Lucce.mark(T.here(label))`
+//! (tests/live_scripts/T.java, the independent witness), and `main` prints a checksum of
+//! everything they computed, so a run without the agent prints exactly what a run with it must
+//! print. `main ROUNDS` repeats its calls (marking only in the last round) until the JIT
+//! compiles them.
 //!
 //! Every call passes a budget `d` that its callee spends (`d - 1`) and stops at 0, so every
 //! program ends; threads are joined at once and pool tasks awaited, so its output is the same in
@@ -51,6 +55,11 @@ enum Kind {
     Lambda { class: usize },
     /// The constructor of class `KJ`, which keeps its result in the field `r`.
     Ctor,
+    /// `applyAsInt` of class `PJ`, which a class loader of the program's own defines (child
+    /// first): code outside the plugins reaches one through `Main.plugin(J)` (reflection, once),
+    /// plugins each other with `new PJ()`, which the JVM resolves through that loader (an
+    /// upcall into its `loadClass`, written in Java).
+    Plugin,
 }
 
 /// The budget `main` gives each call; the call tree of one call of `main`'s loop is at most
@@ -70,29 +79,31 @@ struct Gen {
     kinds: Vec<Kind>,
     /// Mark sites made so far (labels are `f<fn>m<n>`, unique per program).
     marks: usize,
+    /// Whether the body being made is a plugin's.
+    in_plugin: bool,
 }
 
-/// One generated program: its source file's name and text, and its main class.
+/// One generated program: its source files (name, text) and its main class.
 pub struct Program {
     /// Begins the name of each of its classes (`R<seed>`): `<prefix>C0` … `<prefix>C2` hold its
     /// static functions and lambdas.
     pub prefix: String,
     pub main_class: String,
-    pub file_name: String,
-    pub source: String,
+    pub files: Vec<(String, String)>,
 }
 
 /// The program of `seed`.
 pub fn program(seed: u64) -> Program {
-    let mut g = Gen { rng: Rng(seed), p: format!("R{seed}"), kinds: Vec::new(), marks: 0 };
+    let mut g = Gen { rng: Rng(seed), p: format!("R{seed}"), kinds: Vec::new(), marks: 0, in_plugin: false };
     let n = 8 + g.rng.below(7);
     for _ in 0..n {
-        let kind = match g.rng.below(10) {
+        let kind = match g.rng.below(11) {
             0..=3 => Kind::Static { class: g.rng.below(CLASSES) },
             4 | 5 => Kind::Virtual,
             6 => Kind::Default,
             7 | 8 => Kind::Lambda { class: g.rng.below(CLASSES) },
-            _ => Kind::Ctor,
+            9 => Kind::Ctor,
+            _ => Kind::Plugin,
         };
         g.kinds.push(kind);
     }
@@ -100,67 +111,136 @@ pub fn program(seed: u64) -> Program {
     if !g.kinds.iter().any(|k| matches!(k, Kind::Static { .. })) {
         g.kinds[0] = Kind::Static { class: 0 };
     }
-    let source = g.source();
-    Program { main_class: format!("{}Main", g.p), file_name: format!("{}Main.java", g.p), source, prefix: g.p }
+    let files = g.files();
+    Program { main_class: format!("{}Main", g.p), files, prefix: g.p }
 }
 
+/// The imports every file of a program starts with.
+const IMPORTS: &str = "import java.lang.invoke.MethodHandle;\nimport java.lang.invoke.MethodHandles;\nimport java.lang.invoke.MethodType;\n\
+    import java.lang.reflect.InvocationTargetException;\nimport java.util.concurrent.ExecutionException;\n\
+    import java.util.concurrent.ExecutorService;\nimport java.util.concurrent.Executors;\n\
+    import java.util.function.IntBinaryOperator;\nimport java.util.function.IntSupplier;\nimport java.util.stream.IntStream;\n\
+    import lucce.Lucce;\n";
+
+/// The helpers of `Main` that the call routes go through (not `format!` text).
+const HELPERS: &str = "    public static RuntimeException rethrow(Throwable t) {\n        if (t instanceof RuntimeException r) return r;\n        if (t instanceof Error e) throw e;\n        return new IllegalStateException(t);\n    }\n\n\
+    public static int reflect(Class<?> c, String name, int d, int x) {\n        try {\n            return (Integer) c.getDeclaredMethod(name, int.class, int.class).invoke(null, d, x);\n        } catch (InvocationTargetException e) {\n            throw rethrow(e.getCause());\n        } catch (ReflectiveOperationException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n\
+    public static int handle(MethodHandle h, int d, int x) {\n        try {\n            return (int) h.invokeExact(d, x);\n        } catch (Throwable t) {\n            throw rethrow(t);\n        }\n    }\n\n\
+    public static int thread(IntSupplier s) {\n        int[] out = new int[1];\n        RuntimeException[] err = new RuntimeException[1];\n        Thread t = new Thread(() -> {\n            try {\n                out[0] = s.getAsInt();\n            } catch (RuntimeException e) {\n                err[0] = e;\n            }\n        });\n        t.start();\n        try {\n            t.join();\n        } catch (InterruptedException e) {\n            throw new AssertionError(e);\n        }\n        if (err[0] != null) throw err[0];\n        return out[0];\n    }\n\n\
+    public static int pool(IntSupplier s) {\n        try {\n            return POOL.submit(s::getAsInt).get();\n        } catch (ExecutionException e) {\n            throw rethrow(e.getCause());\n        } catch (InterruptedException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n";
+
 impl Gen {
-    fn source(&mut self) -> String {
+    /// The program's source files, one public class each (plugins, defined by another class
+    /// loader, are in another runtime package and reach the rest only through public members).
+    fn files(&mut self) -> Vec<(String, String)> {
         let p = self.p.clone();
+        let mut classes: Vec<(String, String)> = Vec::new();
         let mut statics: Vec<String> = vec![String::new(); CLASSES];
-        let (mut base, mut over, mut iface, mut ctors) = (String::new(), String::new(), String::new(), String::new());
+        let (mut base, mut over, mut iface) = (String::new(), String::new(), String::new());
         for j in 0..self.kinds.len() {
             match self.kinds[j] {
                 Kind::Static { class } => {
                     let body = self.body(j, 1);
-                    writeln!(statics[class], "    static int f{j}(int d, int x) {{\n        if (d <= 0) return x + {j};\n{body}        return x;\n    }}").unwrap();
+                    writeln!(statics[class], "    public static int f{j}(int d, int x) {{\n        if (d <= 0) return x + {j};\n{body}        return x;\n    }}").unwrap();
                 }
                 Kind::Lambda { class } => {
                     let body = self.body(j, 1);
-                    writeln!(statics[class], "    static final IntBinaryOperator L{j} = (d, x) -> {{\n        if (d <= 0) return x - {j};\n{body}        return x;\n    }};").unwrap();
+                    writeln!(statics[class], "    public static final IntBinaryOperator L{j} = (d, x) -> {{\n        if (d <= 0) return x - {j};\n{body}        return x;\n    }};").unwrap();
                 }
                 Kind::Virtual => {
                     let body = self.body(j, 1);
-                    writeln!(base, "    int f{j}(int d, int x) {{\n        if (d <= 0) return x ^ {j};\n{body}        return x;\n    }}").unwrap();
+                    writeln!(base, "    public int f{j}(int d, int x) {{\n        if (d <= 0) return x ^ {j};\n{body}        return x;\n    }}").unwrap();
                     let body = self.body(j, 1);
                     let sup = if self.rng.chance(50) { format!("        x = (x * 31) ^ super.f{j}(d - 1, x);\n") } else { String::new() };
-                    writeln!(over, "    @Override\n    int f{j}(int d, int x) {{\n        if (d <= 0) return x | {j};\n{sup}{body}        return x;\n    }}").unwrap();
+                    writeln!(over, "    @Override\n    public int f{j}(int d, int x) {{\n        if (d <= 0) return x | {j};\n{sup}{body}        return x;\n    }}").unwrap();
                 }
                 Kind::Default => {
                     let body = self.body(j, 1);
                     writeln!(iface, "    default int f{j}(int d, int x) {{\n        if (d <= 0) return x * {};\n{body}        return x;\n    }}", j + 2).unwrap();
                 }
+                Kind::Plugin => {
+                    self.in_plugin = true;
+                    let body = self.body(j, 1);
+                    self.in_plugin = false;
+                    classes.push((
+                        format!("{p}P{j}"),
+                        format!("public final class {p}P{j} implements IntBinaryOperator {{\n    public int applyAsInt(int d, int x) {{\n        if (d <= 0) return x - {j} * 3;\n{body}        return x;\n    }}\n}}\n"),
+                    ));
+                }
                 Kind::Ctor => {
                     let body = self.body(j, 1);
-                    writeln!(ctors, "final class {p}K{j} {{\n    final int r;\n\n    {p}K{j}(int d, int x) {{\n        if (d <= 0) {{\n            r = x + 1;\n            return;\n        }}\n{body}        r = x;\n    }}\n}}\n").unwrap();
+                    classes.push((
+                        format!("{p}K{j}"),
+                        format!("public final class {p}K{j} {{\n    public final int r;\n\n    public {p}K{j}(int d, int x) {{\n        if (d <= 0) {{\n            r = x + 1;\n            return;\n        }}\n{body}        r = x;\n    }}\n}}\n"),
+                    ));
                 }
             }
         }
-        // main reads every lazy class at its end, so that each initializer runs at least there.
-        let lazy_reads: String = (0..LAZY_CLASSES).map(|n| format!(" + {p}L{n}.V")).collect();
+        for (c, body) in statics.into_iter().enumerate() {
+            classes.push((format!("{p}C{c}"), format!("public final class {p}C{c} {{\n{body}}}\n")));
+        }
+        classes.push((format!("{p}I"), format!("public interface {p}I {{\n{iface}}}\n")));
+        classes.push((format!("{p}B"), format!("public class {p}B implements {p}I {{\n{base}}}\n")));
+        classes.push((format!("{p}B1"), format!("public final class {p}B1 extends {p}B {{\n{over}}}\n")));
+        // The exception: its stack trace is filled in for half of them (a native walk, no upcall).
+        classes.push((
+            format!("{p}Boom"),
+            format!("public final class {p}Boom extends RuntimeException {{\n    public final int v;\n\n    public {p}Boom(int v) {{\n        super(\"boom \" + v, null, false, (v & 1) == 0);\n        this.v = v;\n    }}\n}}\n"),
+        ));
+        for n in 0..LAZY_CLASSES {
+            let target = self.rng.below(self.kinds.len());
+            let call = self.call_expr(target, "2", &n.to_string());
+            classes.push((
+                format!("{p}L{n}"),
+                format!("public final class {p}L{n} {{\n    public static final int V;\n\n    static {{\n        int v = {n};\n        if (!{p}Main.quiet) Lucce.mark(T.here(\"L{n}-clinit\"));\n        try {{\n            v = {call};\n        }} catch (RuntimeException e) {{\n            v = {p}Main.code(e);\n        }}\n        V = v;\n    }}\n}}\n"),
+            ));
+        }
+        // The plugins' class loader: child first for them, the application's loader for the rest
+        // (`lucce.*` included, as a loader must delegate it).
+        classes.push((
+            format!("{p}Loader"),
+            format!(
+                "public final class {p}Loader extends ClassLoader {{\n    public {p}Loader() {{\n        super({p}Main.class.getClassLoader());\n    }}\n\n\
+                 \x20   @Override\n    protected Class<?> loadClass(String name, boolean resolve) throws ClassNotFoundException {{\n        if (!name.startsWith(\"{p}P\")) return super.loadClass(name, resolve);\n\
+                 \x20       synchronized (getClassLoadingLock(name)) {{\n            Class<?> c = findLoadedClass(name);\n            if (c == null) {{\n\
+                 \x20               try (java.io.InputStream in = getParent().getResourceAsStream(name + \".class\")) {{\n                    byte[] b = in.readAllBytes();\n                    c = defineClass(name, b, 0, b.length);\n\
+                 \x20               }} catch (java.io.IOException e) {{\n                    throw new ClassNotFoundException(name, e);\n                }}\n            }}\n\
+                 \x20           if (resolve) resolveClass(c);\n            return c;\n        }}\n    }}\n}}\n"
+            ),
+        ));
+        classes.push((format!("{p}Main"), self.main_class()));
+        let seed = &p[1..];
+        classes
+            .into_iter()
+            .map(|(name, text)| (format!("{name}.java"), format!("// Generated by tests/jvm_support/random_java.rs (seed {seed}): do not edit.\n{IMPORTS}\n{text}")))
+            .collect()
+    }
 
+    /// `Main`: `main`, the call routes' helpers and the shared objects.
+    fn main_class(&self) -> String {
+        let p = &self.p;
+        let n = self.kinds.len();
         let mut s = String::new();
-        writeln!(s, "// Generated by tests/jvm_support/random_java.rs (seed {}): do not edit.", &p[1..]).unwrap();
-        s.push_str(
-            "import java.lang.invoke.MethodHandle;\nimport java.lang.invoke.MethodHandles;\nimport java.lang.invoke.MethodType;\n\
-             import java.lang.reflect.InvocationTargetException;\nimport java.util.concurrent.ExecutionException;\n\
-             import java.util.concurrent.ExecutorService;\nimport java.util.concurrent.Executors;\n\
-             import java.util.function.IntBinaryOperator;\nimport java.util.function.IntSupplier;\nimport java.util.stream.IntStream;\n\
-             import lucce.Lucce;\n\n",
-        );
-        // main and the call wrappers.
-        let statics_j: Vec<usize> = (0..self.kinds.len()).filter(|&j| matches!(self.kinds[j], Kind::Static { .. })).collect();
+        let statics_j: Vec<usize> = (0..n).filter(|&j| matches!(self.kinds[j], Kind::Static { .. })).collect();
         writeln!(s, "public final class {p}Main {{").unwrap();
         // Per thread: a task of the pool may run while its caller's thread holds its own.
-        writeln!(s, "    static final ThreadLocal<Object> LOCKS = ThreadLocal.withInitial(Object::new);").unwrap();
-        writeln!(s, "    static final {p}B[] OBJS = {{ new {p}B(), new {p}B1() }};").unwrap();
+        writeln!(s, "    public static final ThreadLocal<Object> LOCKS = ThreadLocal.withInitial(Object::new);").unwrap();
+        writeln!(s, "    public static final {p}B[] OBJS = {{ new {p}B(), new {p}B1() }};").unwrap();
+        // A call on null throws in the caller, before entering anything (C2: a preallocated
+        // exception once the site is hot).
+        writeln!(s, "    public static final {p}B[] MAYBE = {{ new {p}B1(), null }};").unwrap();
+        // Marks are off in every round of `main` but the last (`main ROUNDS`: the rounds before
+        // warm the JIT up).
+        writeln!(s, "    public static boolean quiet;").unwrap();
         writeln!(
             s,
-            "    static final ExecutorService POOL = Executors.newFixedThreadPool(2, r -> {{\n        Thread t = new Thread(r, \"{p}-pool\");\n        t.setDaemon(true);\n        return t;\n    }});"
+            "    public static final ExecutorService POOL = Executors.newFixedThreadPool(2, r -> {{\n        Thread t = new Thread(r, \"{p}-pool\");\n        t.setDaemon(true);\n        return t;\n    }});"
         )
         .unwrap();
+        writeln!(s, "    static final ClassLoader LOADER = new {p}Loader();").unwrap();
+        writeln!(s, "    static final IntBinaryOperator[] PLUGINS = new IntBinaryOperator[{n}];").unwrap();
         for &j in &statics_j {
-            writeln!(s, "    static final MethodHandle MH{j};").unwrap();
+            writeln!(s, "    public static final MethodHandle MH{j};").unwrap();
         }
         s.push_str("    static {\n        try {\n            MethodType t = MethodType.methodType(int.class, int.class, int.class);\n");
         for &j in &statics_j {
@@ -170,43 +250,27 @@ impl Gen {
         s.push_str("        } catch (ReflectiveOperationException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n");
         // What a caught exception adds to `x`: a Boom's value, else a number for its class (the
         // JVM's own exceptions: division by zero, a bad array index).
-        writeln!(s, "    static int code(RuntimeException e) {{\n        return e instanceof {p}Boom b ? b.v : e.getClass().getSimpleName().length();\n    }}\n").unwrap();
-        s.push_str(
-            "    static RuntimeException rethrow(Throwable t) {\n        if (t instanceof RuntimeException r) return r;\n        if (t instanceof Error e) throw e;\n        return new IllegalStateException(t);\n    }\n\n\
-             \x20   static int reflect(Class<?> c, String name, int d, int x) {\n        try {\n            return (Integer) c.getDeclaredMethod(name, int.class, int.class).invoke(null, d, x);\n        } catch (InvocationTargetException e) {\n            throw rethrow(e.getCause());\n        } catch (ReflectiveOperationException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n\
-             \x20   static int handle(MethodHandle h, int d, int x) {\n        try {\n            return (int) h.invokeExact(d, x);\n        } catch (Throwable t) {\n            throw rethrow(t);\n        }\n    }\n\n\
-             \x20   static int thread(IntSupplier s) {\n        int[] out = new int[1];\n        RuntimeException[] err = new RuntimeException[1];\n        Thread t = new Thread(() -> {\n            try {\n                out[0] = s.getAsInt();\n            } catch (RuntimeException e) {\n                err[0] = e;\n            }\n        });\n        t.start();\n        try {\n            t.join();\n        } catch (InterruptedException e) {\n            throw new AssertionError(e);\n        }\n        if (err[0] != null) throw err[0];\n        return out[0];\n    }\n\n\
-             \x20   static int pool(IntSupplier s) {\n        try {\n            return POOL.submit(s::getAsInt).get();\n        } catch (ExecutionException e) {\n            throw rethrow(e.getCause());\n        } catch (InterruptedException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n",
-        );
+        writeln!(s, "    public static int code(RuntimeException e) {{\n        return e instanceof {p}Boom b ? b.v : e.getClass().getSimpleName().length();\n    }}\n").unwrap();
+        // A plugin (another runtime package: its constructor is public, its class is too), made
+        // once; two threads may both make one, which changes nothing.
+        writeln!(
+            s,
+            "    public static IntBinaryOperator plugin(int j) {{\n        if (PLUGINS[j] == null) {{\n            try {{\n                PLUGINS[j] = (IntBinaryOperator) Class.forName(\"{p}P\" + j, true, LOADER).getConstructor().newInstance();\n            }} catch (ReflectiveOperationException e) {{\n                throw new AssertionError(e);\n            }}\n        }}\n        return PLUGINS[j];\n    }}\n"
+        )
+        .unwrap();
+        s.push_str(HELPERS);
         writeln!(s, "    static int entry(int j, int d, int x) {{\n        switch (j) {{").unwrap();
-        for j in 0..self.kinds.len() {
+        for j in 0..n {
             writeln!(s, "            case {j}: return {};", self.call_expr(j, "d", "x")).unwrap();
         }
         s.push_str("            default: throw new AssertionError(j);\n        }\n    }\n\n");
+        // main reads every lazy class at its end, so that each initializer runs at least there.
+        let lazy_reads: String = (0..LAZY_CLASSES).map(|n| format!(" + {p}L{n}.V")).collect();
         writeln!(
             s,
-            "    public static void main(String[] args) {{\n        long sum = 0;\n        for (int i = 0; i < {MAIN_CALLS}; i++) {{\n            try {{\n                sum = sum * 31 + entry(i % {n}, {BUDGET}, i * 7919);\n            }} catch (RuntimeException e) {{\n                sum = sum * 31 + {p}Main.code(e);\n            }}\n        }}\n        sum += 0{lazy_reads};\n        Lucce.mark(T.here(\"main-end\"));\n        System.out.println(\"result \" + sum);\n        POOL.shutdown();\n    }}\n}}\n",
-            n = self.kinds.len()
+            "    public static void main(String[] args) {{\n        int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 1;\n        long sum = 0;\n        for (int round = 0; round < rounds; round++) {{\n            quiet = round < rounds - 1;\n            for (int i = 0; i < {MAIN_CALLS}; i++) {{\n                try {{\n                    sum = sum * 31 + entry(i % {n}, {BUDGET}, i * 7919 + round);\n                }} catch (RuntimeException e) {{\n                    sum = sum * 31 + code(e);\n                }}\n            }}\n        }}\n        sum += 0{lazy_reads};\n        Lucce.mark(T.here(\"main-end\"));\n        System.out.println(\"result \" + sum);\n        POOL.shutdown();\n    }}\n}}\n"
         )
         .unwrap();
-        // The exception: its stack trace is filled in for half of them (a native walk, no upcall).
-        writeln!(s, "final class {p}Boom extends RuntimeException {{\n    final int v;\n\n    {p}Boom(int v) {{\n        super(\"boom \" + v, null, false, (v & 1) == 0);\n        this.v = v;\n    }}\n}}\n").unwrap();
-        for (c, body) in statics.iter().enumerate() {
-            writeln!(s, "final class {p}C{c} {{\n{body}}}\n").unwrap();
-        }
-        writeln!(s, "interface {p}I {{\n{iface}}}\n").unwrap();
-        writeln!(s, "class {p}B implements {p}I {{\n{base}}}\n").unwrap();
-        writeln!(s, "final class {p}B1 extends {p}B {{\n{over}}}\n").unwrap();
-        s.push_str(&ctors);
-        for n in 0..LAZY_CLASSES {
-            let target = self.rng.below(self.kinds.len());
-            let call = self.call_expr(target, "2", &n.to_string());
-            writeln!(
-                s,
-                "final class {p}L{n} {{\n    static final int V;\n\n    static {{\n        int v = {n};\n        Lucce.mark(T.here(\"L{n}-clinit\"));\n        try {{\n            v = {call};\n        }} catch (RuntimeException e) {{\n            v = {p}Main.code(e);\n        }}\n        V = v;\n    }}\n}}\n"
-            )
-            .unwrap();
-        }
         s
     }
 
@@ -219,6 +283,8 @@ impl Gen {
             Kind::Default => format!("(({p}I) {p}Main.OBJS[({x}) & 1]).f{j}({d}, {x})"),
             Kind::Lambda { class } => format!("{p}C{class}.L{j}.applyAsInt({d}, {x})"),
             Kind::Ctor => format!("new {p}K{j}({d}, {x}).r"),
+            Kind::Plugin if self.in_plugin => format!("new {p}P{j}().applyAsInt({d}, {x})"),
+            Kind::Plugin => format!("{p}Main.plugin({j}).applyAsInt({d}, {x})"),
         }
     }
 
@@ -242,7 +308,7 @@ impl Gen {
         let k = self.marks;
         self.marks += 1;
         let mask = [0, 1, 3, 7][self.rng.below(4)];
-        format!("{ind}if ((x & {mask}) == 0) Lucce.mark(T.here(\"f{f}m{k}\"));\n")
+        format!("{ind}if (!{}Main.quiet && (x & {mask}) == 0) Lucce.mark(T.here(\"f{f}m{k}\"));\n", self.p)
     }
 
     fn statement(&mut self, f: usize, depth: usize) -> String {
@@ -324,7 +390,7 @@ impl Gen {
             Kind::Static { class } => Some(class),
             _ => None,
         };
-        match self.rng.below(15) {
+        match self.rng.below(16) {
             0 if static_class.is_some() => format!("{p}Main.reflect({p}C{}.class, \"f{j}\", d - 1, x)", static_class.unwrap()),
             1 if static_class.is_some() => format!("{p}Main.handle({p}Main.MH{j}, d - 1, x)"),
             2 if static_class.is_some() => format!("((IntBinaryOperator) {p}C{}::f{j}).applyAsInt(d - 1, x)", static_class.unwrap()),
@@ -336,6 +402,7 @@ impl Gen {
                 self.call_expr(j, "d - 1", "a")
             ),
             8 => format!("new IntBinaryOperator() {{\n            public int applyAsInt(int dd, int xx) {{\n                return {};\n            }}\n        }}.applyAsInt(d - 1, x)", self.call_expr(j, "dd", "xx")),
+            9 if self.kinds[j] == Kind::Virtual => format!("{p}Main.MAYBE[(x >>> 4) & 1].f{j}(d - 1, x)"),
             // Threads and the pool only near the top of the call tree: at most a few per call
             // of main.
             4 => {
