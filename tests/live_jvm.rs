@@ -1465,10 +1465,12 @@ fn random_programs_decode_exactly() {
         } else {
             (format!("sample=37,verify=1,exclude={}C1;java.util.stream.*", p.prefix), vec![])
         };
-        for (i, (mode, jvm, args)) in [("verify=1", &["-Xverify:all"][..], &[][..]), (sampled.as_str(), &[][..], &sampled_args[..])].into_iter().enumerate() {
+        // Deep recursions make traces of more than the JVM's 1,024 frames: Throwable shows them whole.
+        let deep = "-XX:MaxJavaStackTraceDepth=100000";
+        for (i, (mode, jvm, args)) in [("verify=1", &["-Xverify:all", deep][..], &[][..]), (sampled.as_str(), &[deep][..], &sampled_args[..])].into_iter().enumerate() {
             let what = format!("seed {seed}, {main} {} ({mode})", args.join(" "));
             let mut plain = Command::new(tool("java"));
-            no_java_options(&mut plain).arg("-cp").arg(&plain_cp).arg(main).args(args);
+            no_java_options(&mut plain).arg(deep).arg("-cp").arg(&plain_cp).arg(main).args(args);
             let expected = run(plain, main);
             assert_eq!(expected.code, Some(0), "{what}: failed without the agent:\n{}", expected.stderr);
             let heres = parse_heres(&expected.stdout);

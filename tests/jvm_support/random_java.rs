@@ -3,7 +3,8 @@
 //! call the JVM has: static, virtual (with `super` calls), interface default methods,
 //! constructors, lambdas, method references and anonymous classes, reflection, method handles,
 //! streams and other JDK code that calls back, new threads and a pool, plugins that a class
-//! loader of the program's own defines, static initializers reached in the middle of a call;
+//! loader of the program's own defines, recursions a few hundred frames deep, static
+//! initializers reached in the middle of a call;
 //! inside `try`/`catch`/`finally`, loops, `synchronized` blocks and switches on strings, and they
 //! throw exceptions (their own, and the JVM's: division by zero, a bad index, a call on null)
 //! that unwind several frames. They mark events with `Lucce.mark(T.here(label))`
@@ -44,8 +45,9 @@ impl Rng {
 /// How a function is declared, which decides how it is called.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// `static int fJ(int d, int x)` in class `C<class>`.
-    Static { class: usize },
+    /// `static int fJ(int d, int x)` in class `C<class>`; when `deep`, its body runs at the bottom
+    /// of a recursion 100 to 355 frames deep through two call sites (`rJ`).
+    Static { class: usize, deep: bool },
     /// An instance method of class `B`, overridden in `B1` (which may call `super.fJ`); called on
     /// `OBJS[x & 1]`, so either body runs.
     Virtual,
@@ -98,7 +100,7 @@ pub fn program(seed: u64) -> Program {
     let n = 8 + g.rng.below(7);
     for _ in 0..n {
         let kind = match g.rng.below(11) {
-            0..=3 => Kind::Static { class: g.rng.below(CLASSES) },
+            0..=3 => Kind::Static { class: g.rng.below(CLASSES), deep: g.rng.chance(25) },
             4 | 5 => Kind::Virtual,
             6 => Kind::Default,
             7 | 8 => Kind::Lambda { class: g.rng.below(CLASSES) },
@@ -109,7 +111,7 @@ pub fn program(seed: u64) -> Program {
     }
     // At least one static function: the reflective and method-handle calls need one.
     if !g.kinds.iter().any(|k| matches!(k, Kind::Static { .. })) {
-        g.kinds[0] = Kind::Static { class: 0 };
+        g.kinds[0] = Kind::Static { class: 0, deep: false };
     }
     let files = g.files();
     Program { main_class: format!("{}Main", g.p), files, prefix: g.p }
@@ -139,9 +141,19 @@ impl Gen {
         let (mut base, mut over, mut iface) = (String::new(), String::new(), String::new());
         for j in 0..self.kinds.len() {
             match self.kinds[j] {
-                Kind::Static { class } => {
+                Kind::Static { class, deep: false } => {
                     let body = self.body(j, 1);
                     writeln!(statics[class], "    public static int f{j}(int d, int x) {{\n        if (d <= 0) return x + {j};\n{body}        return x;\n    }}").unwrap();
+                }
+                Kind::Static { class, deep: true } => {
+                    let body = self.body(j, 1);
+                    writeln!(
+                        statics[class],
+                        "    public static int f{j}(int d, int x) {{\n        return r{j}(d, x, 100 + (x & 255));\n    }}\n\n\
+                         \x20   static int r{j}(int d, int x, int n) {{\n        if (n > 0) {{\n            if ((n & 1) == 0) return r{j}(d, x + 1, n - 1) + 1;\n            return r{j}(d, x ^ n, n - 1) - 1;\n        }}\n\
+                         \x20       if (d <= 0) return x + {j};\n{body}        return x;\n    }}"
+                    )
+                    .unwrap();
                 }
                 Kind::Lambda { class } => {
                     let body = self.body(j, 1);
@@ -244,7 +256,7 @@ impl Gen {
         }
         s.push_str("    static {\n        try {\n            MethodType t = MethodType.methodType(int.class, int.class, int.class);\n");
         for &j in &statics_j {
-            let Kind::Static { class } = self.kinds[j] else { unreachable!() };
+            let Kind::Static { class, .. } = self.kinds[j] else { unreachable!() };
             writeln!(s, "            MH{j} = MethodHandles.lookup().findStatic({p}C{class}.class, \"f{j}\", t);").unwrap();
         }
         s.push_str("        } catch (ReflectiveOperationException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n");
@@ -278,7 +290,7 @@ impl Gen {
     fn call_expr(&self, j: usize, d: &str, x: &str) -> String {
         let p = &self.p;
         match self.kinds[j] {
-            Kind::Static { class } => format!("{p}C{class}.f{j}({d}, {x})"),
+            Kind::Static { class, .. } => format!("{p}C{class}.f{j}({d}, {x})"),
             Kind::Virtual => format!("{p}Main.OBJS[({x}) & 1].f{j}({d}, {x})"),
             Kind::Default => format!("(({p}I) {p}Main.OBJS[({x}) & 1]).f{j}({d}, {x})"),
             Kind::Lambda { class } => format!("{p}C{class}.L{j}.applyAsInt({d}, {x})"),
@@ -387,7 +399,7 @@ impl Gen {
         let j = self.rng.below(self.kinds.len());
         let direct = self.call_expr(j, "d - 1", "x");
         let static_class = match self.kinds[j] {
-            Kind::Static { class } => Some(class),
+            Kind::Static { class, .. } => Some(class),
             _ => None,
         };
         match self.rng.below(16) {
