@@ -1431,7 +1431,7 @@ impl Drop for KeepOnPanic {
 /// plugins defined by a class loader of the program's own, exceptions unwinding several frames). For each seed: without the agent, then with it
 /// (`verify=1`, every class verified by the JVM); then sampling method entries: for even seeds
 /// hot, its calls repeated until C2 compiles them (`sample=997,verify=1`, against a hot run
-/// without the agent), for odd seeds with classes left out (`sample=37,verify=1,exclude=…`). The same output with and without the agent, every mark
+/// without the agent), for odd seeds with classes left out (`sample=211,verify=1,exclude=…`). The same output with and without the agent, every mark
 /// decodes to what `Throwable` showed, and `lucce verify` finds no mismatch. A failure names the
 /// seed and keeps the directory.
 #[test]
@@ -1458,19 +1458,22 @@ fn random_programs_decode_exactly() {
         // busiest functions, probes included. Odd seeds leave a class of the program and the
         // JDK's streams out: calls from code lucce cannot see (a stream's pipeline calling a
         // lambda) take remembered contexts, and `lucce verify` leaves those frames out of the
-        // JVM's stacks too (once: such calls walk the stack, too slow to repeat hundreds of times).
+        // JVM's stacks too (once: such calls walk the stack, too slow to repeat hundreds of times;
+        // and with samples far apart: each keeps the JVM's stack, hundreds of frames deep in a
+        // recursion).
         let hot_rounds = HOT_ROUNDS.to_string();
         let (sampled, sampled_args) = if seed % 2 == 0 {
             ("sample=997,verify=1".to_string(), vec![hot_rounds.as_str()])
         } else {
-            (format!("sample=37,verify=1,exclude={}C1;java.util.stream.*", p.prefix), vec![])
+            (format!("sample=211,verify=1,exclude={}C1;java.util.stream.*", p.prefix), vec![])
         };
-        // Deep recursions make traces of more than the JVM's 1,024 frames: Throwable shows them whole.
-        let deep = "-XX:MaxJavaStackTraceDepth=100000";
-        for (i, (mode, jvm, args)) in [("verify=1", &["-Xverify:all", deep][..], &[][..]), (sampled.as_str(), &[deep][..], &sampled_args[..])].into_iter().enumerate() {
+        // Nested recursions can make traces of more than the JVM's 1,024 frames (Throwable shows
+        // them whole), and need more than the default stack once frames hold the probes' locals.
+        let deep = ["-XX:MaxJavaStackTraceDepth=100000", "-Xss16m"];
+        for (i, (mode, jvm, args)) in [("verify=1", &["-Xverify:all", deep[0], deep[1]][..], &[][..]), (sampled.as_str(), &deep[..], &sampled_args[..])].into_iter().enumerate() {
             let what = format!("seed {seed}, {main} {} ({mode})", args.join(" "));
             let mut plain = Command::new(tool("java"));
-            no_java_options(&mut plain).arg(deep).arg("-cp").arg(&plain_cp).arg(main).args(args);
+            no_java_options(&mut plain).args(deep).arg("-cp").arg(&plain_cp).arg(main).args(args);
             let expected = run(plain, main);
             assert_eq!(expected.code, Some(0), "{what}: failed without the agent:\n{}", expected.stderr);
             let heres = parse_heres(&expected.stdout);
