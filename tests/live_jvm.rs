@@ -325,6 +325,14 @@ fn verify(what: &str, store: &Path) -> Verified {
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 
+/// A run with the agent (its log in `log`) must exit 0 and the agent must log no error.
+fn assert_clean_exit(what: &str, out: Outcome, log: &Path) -> Outcome {
+    let log_text = std::fs::read_to_string(log).unwrap_or_default();
+    assert_eq!(out.code, Some(0), "{what} failed:\nstderr:\n{}\nagent log:\n{log_text}", out.stderr);
+    assert!(!log_text.contains("[Error]"), "{what}: the agent logged errors:\n{log_text}\nstderr:\n{}", out.stderr);
+    out
+}
+
 struct Scenario<'a> {
     main: &'a str,
     /// The program's arguments.
@@ -380,14 +388,7 @@ impl<'a> Scenario<'a> {
             let log = tmp.path().join(format!("agent{i}.log"));
             let opts = format!("out={},{mode},summary=off,log={},{}", store.display(), log.display(), self.agent);
             let what = format!("{} ({mode})", self.main);
-            let out = run_java_limited(self.main, self.args, &opts, &self.jvm_args, self.limit);
-            let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-            assert_eq!(out.code, Some(0), "{what} failed:\nstderr:\n{}\nagent log:\n{log_text}", out.stderr);
-            assert!(
-                !log_text.contains("[Error]"),
-                "{what}: the agent logged errors:\n{log_text}\nstderr:\n{}",
-                out.stderr
-            );
+            let out = assert_clean_exit(&what, run_java_limited(self.main, self.args, &opts, &self.jvm_args, self.limit), &log);
             let heres = parse_heres(&out.stdout);
             for want in self.expect {
                 assert!(heres.keys().any(|l| base_label(l) == *want), "{what}: no mark {want:?} printed; stdout:\n{}", out.stdout);
@@ -1480,10 +1481,7 @@ fn random_programs_decode_exactly() {
             let (store, log) = (dir.join(format!("store-{seed}-{i}")), dir.join(format!("agent-{seed}-{i}.log")));
             let opts = format!("out={},{mode},summary=off,log={}", store.display(), log.display());
             let jvm: Vec<OsString> = jvm.iter().map(OsString::from).collect();
-            let out = run_java_on(&cp, main, args, &opts, &jvm, None);
-            let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-            assert_eq!(out.code, Some(0), "{what} failed:\n{}\nagent log:\n{log_text}", out.stderr);
-            assert!(!log_text.contains("[Error]"), "{what}: the agent logged errors:\n{log_text}");
+            let out = assert_clean_exit(&what, run_java_on(&cp, main, args, &opts, &jvm, None), &log);
             if out.stdout != expected.stdout {
                 let (line, (a, b)) = expected.stdout.lines().zip(out.stdout.lines()).enumerate().find(|(_, (a, b))| a != b).unwrap_or((0, ("", "")));
                 panic!("{what}: the output differs from the run without the agent, first at line {}:\n without: {a}\n with: {b}", line + 1);
