@@ -8,22 +8,21 @@
 
 mod jvm_support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jvm_support::{agent_arg, java_sources, no_java_options, run, tool, tool_ok, Outcome};
+use jvm_support::{agent_arg, java_sources, no_java_options, process_dir, run, tool, tool_ok, Outcome};
 
 /// Compiles every tests/scripts/*.java once into a temporary directory.
 fn classes() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = process_dir("scripts");
         let sources = java_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scripts"));
-        tool_ok(Command::new(tool("javac")).arg("-g").arg("-d").arg(dir.path()).args(&sources));
+        tool_ok(Command::new(tool("javac")).arg("-g").arg("-d").arg(&dir).args(&sources));
         dir
     })
-    .path()
 }
 
 /// Runs `java [agent] -Xverify:all -cp CLASSES main`, with a timeout.

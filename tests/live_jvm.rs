@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jvm_support::{agent_arg, agent_lib, java_home, java_sources, no_java_options, run, tool, tool_ok, Outcome};
+use jvm_support::{agent_arg, agent_lib, java_home, java_sources, no_java_options, process_dir, run, tool, tool_ok, Outcome};
 
 /// `Lucce` as the programs compile against it; never on the run-time class path.
 const STUB: &str = "package lucce;\n\
@@ -46,47 +46,45 @@ fn scripts_dir() -> PathBuf {
 /// Compiles the stub and every tests/live_scripts/*.java once; returns the class directory
 /// (the stub's classes are elsewhere).
 fn classes() -> &'static Path {
-    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let stub_src = dir.path().join("stub-src/lucce");
-        let stub_classes = dir.path().join("stub-classes");
-        let classes = dir.path().join("classes");
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = process_dir("live-scripts");
+        let stub_src = dir.join("stub-src/lucce");
+        let stub_classes = dir.join("stub-classes");
+        let classes = dir.join("classes");
         std::fs::create_dir_all(&stub_src).unwrap();
         std::fs::write(stub_src.join("Lucce.java"), STUB).unwrap();
         tool_ok(Command::new(tool("javac")).arg("-d").arg(&stub_classes).arg(stub_src.join("Lucce.java")));
         let sources = java_sources(&scripts_dir());
         tool_ok(Command::new(tool("javac")).arg("-g").arg("-cp").arg(&stub_classes).arg("-d").arg(&classes).args(&sources));
         assert!(!classes.join("lucce").exists(), "the stub must not be on the run-time class path");
-        (dir, classes)
+        classes
     })
-    .1
 }
 
 /// The Java agent of tests/live_javaagent/agent, built once into a jar.
 fn transformer_jar() -> &'static Path {
-    static JAR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &JAR.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let classes = dir.path().join("classes");
+    static JAR: OnceLock<PathBuf> = OnceLock::new();
+    JAR.get_or_init(|| {
+        let dir = process_dir("javaagent");
+        let classes = dir.join("classes");
         let sources = java_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/live_javaagent/agent"));
         tool_ok(Command::new(tool("javac")).arg("-g").arg("-d").arg(&classes).args(&sources));
-        let manifest = dir.path().join("manifest.txt");
+        let manifest = dir.join("manifest.txt");
         std::fs::write(&manifest, "Premain-Class: LiveTransformer\nAgent-Class: LiveTransformer\nCan-Retransform-Classes: true\n").unwrap();
-        let jar = dir.path().join("agent.jar");
+        let jar = dir.join("agent.jar");
         tool_ok(Command::new(tool("jar")).arg("cfm").arg(&jar).arg(&manifest).arg("-C").arg(&classes).arg("."));
-        (dir, jar)
+        jar
     })
-    .1
 }
 
 /// Compiles tests/live_scripts/live_jni.c once into a shared library.
 fn jni_lib() -> &'static Path {
-    static LIB: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &LIB.get_or_init(|| {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
         let home = java_home().expect("the JNI test needs a JDK with include/jni.h (JAVA_HOME)");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let lib = dir.path().join("libLiveJni.so");
+        let dir = process_dir("jni");
+        let lib = dir.join("libLiveJni.so");
         tool_ok(
             Command::new("gcc")
                 .args(["-shared", "-fPIC", "-pthread", "-O1", "-Wall", "-Werror"])
@@ -96,9 +94,8 @@ fn jni_lib() -> &'static Path {
                 .arg(&lib)
                 .arg(scripts_dir().join("live_jni.c")),
         );
-        (dir, lib)
+        lib
     })
-    .1
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1427,14 +1424,16 @@ impl Drop for KeepOnPanic {
     }
 }
 
-/// Programs nobody wrote by hand (tests/jvm_support/random_java.rs: every kind of call, in
-/// try/catch/finally, loops, switches, threads and pools, static initializers reached mid-call,
-/// plugins defined by a class loader of the program's own, exceptions unwinding several frames). For each seed: without the agent, then with it
-/// (`verify=1`, every class verified by the JVM); then sampling method entries: for even seeds
-/// hot, its calls repeated until C2 compiles them (`sample=997,verify=1`, against a hot run
-/// without the agent), for odd seeds with classes left out (`sample=211,verify=1,exclude=…`). The same output with and without the agent, every mark
-/// decodes to what `Throwable` showed, and `lucce verify` finds no mismatch. A failure names the
-/// seed and keeps the directory.
+/// Programs nobody wrote by hand (tests/jvm_support/random_java.rs: every kind of call, JNI
+/// callbacks among them, in try/catch/finally, loops, switches, threads and pools, recursions up
+/// to thousands of frames deep, static initializers reached mid-call, plugins defined by a class
+/// loader of the program's own, exceptions unwinding several frames). For each seed: without the
+/// agent, then with it (`verify=1`, every class verified by the JVM); then sampling method entries
+/// with the class through which `main` calls left out: for even seeds hot, its calls repeated
+/// until C2 compiles them (`sample=997,verify=1`, against a hot run without the agent), for odd
+/// seeds with more classes left out (`sample=211,verify=1`). The same output with and without
+/// the agent, every mark decodes to what `Throwable` showed, and `lucce verify` finds no
+/// mismatch. A failure names the seed and keeps the directory.
 #[test]
 fn random_programs_decode_exactly() {
     let keep = KeepOnPanic(Some(tempfile::tempdir().expect("tempdir")));
@@ -1456,25 +1455,32 @@ fn random_programs_decode_exactly() {
         let main = p.main_class.as_str();
         // The second run samples method entries. For even seeds it is hot: `main` runs its calls
         // HOT_ROUNDS times (marks only in the last round), long enough for C2 to compile the
-        // busiest functions, probes included. Odd seeds leave a class of the program and the
-        // JDK's streams out: calls from code lucce cannot see (a stream's pipeline calling a
-        // lambda) take remembered contexts, and `lucce verify` leaves those frames out of the
-        // JVM's stacks too (once: such calls walk the stack, too slow to repeat hundreds of times;
-        // and with samples far apart: each keeps the JVM's stack, hundreds of frames deep in a
-        // recursion).
+        // busiest functions, probes included. Both leave out the class through which `main`
+        // calls (`E`): calls from code lucce cannot see take remembered contexts, and `lucce
+        // verify` leaves those frames out of the JVM's stacks too; `E` catches what a call on
+        // null threw and calls on (C2 throws a preallocated exception, which no constructor
+        // entry sees). Odd seeds leave out one of the program's classes and the JDK's streams
+        // too (a stream's pipeline calling a lambda), once: such calls walk the stack, too slow
+        // to repeat hundreds of times; and with samples far apart: each keeps the JVM's stack.
+        // Given a number of rounds (both runs here), a program keeps its recursions 10 to 17
+        // frames deep (random_java.rs, SHALLOW).
         let hot_rounds = HOT_ROUNDS.to_string();
         let (sampled, sampled_args) = if seed % 2 == 0 {
-            ("sample=997,verify=1".to_string(), vec![hot_rounds.as_str()])
+            (format!("sample=997,verify=1,exclude={}E", p.prefix), vec![hot_rounds.as_str()])
         } else {
-            (format!("sample=211,verify=1,exclude={}C1;java.util.stream.*", p.prefix), vec![])
+            (format!("sample=211,verify=1,exclude={0}E;{0}C1;java.util.stream.*", p.prefix), vec!["1"])
         };
-        // Nested recursions can make traces of more than the JVM's 1,024 frames (Throwable shows
-        // them whole), and need more than the default stack once frames hold the probes' locals.
-        let deep = ["-XX:MaxJavaStackTraceDepth=100000", "-Xss16m"];
-        for (i, (mode, jvm, args)) in [("verify=1", &["-Xverify:all", deep[0], deep[1]][..], &[][..]), (sampled.as_str(), &deep[..], &sampled_args[..])].into_iter().enumerate() {
+        // The JNI route's library, in the runs without the agent too. Nested recursions make
+        // traces of more than the JVM's 1,024 frames (Throwable shows them whole), up to about
+        // 16,000, and some need more than 8 MB of stack without the agent (a run of seed 4 with
+        // an agent overflowed 16 MB): 64 MB, which a thread only reserves.
+        let jni = format!("-Dlive.jni={}", jni_lib().display());
+        let common = ["-XX:MaxJavaStackTraceDepth=100000", "-Xss64m", jni.as_str()];
+        let verified = [&["-Xverify:all"][..], &common[..]].concat();
+        for (i, (mode, jvm, args)) in [("verify=1", &verified[..], &[][..]), (sampled.as_str(), &common[..], &sampled_args[..])].into_iter().enumerate() {
             let what = format!("seed {seed}, {main} {} ({mode})", args.join(" "));
             let mut plain = Command::new(tool("java"));
-            no_java_options(&mut plain).args(deep).arg("-cp").arg(&plain_cp).arg(main).args(args);
+            no_java_options(&mut plain).args(common).arg("-cp").arg(&plain_cp).arg(main).args(args);
             let expected = run(plain, main);
             assert_eq!(expected.code, Some(0), "{what}: failed without the agent:\n{}", expected.stderr);
             let heres = parse_heres(&expected.stdout);

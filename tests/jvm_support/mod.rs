@@ -41,6 +41,30 @@ pub fn tool(name: &str) -> PathBuf {
     java_home().map(|h| h.join("bin").join(name)).unwrap_or_else(|| PathBuf::from(name))
 }
 
+/// A fresh directory for what a test process builds once and keeps to its end (compiled
+/// classes, the JNI library): `target/tmp/lucce-PID-WHAT`. A `TempDir` in a static is never
+/// dropped and stayed in /tmp after every run; these are removed by the next test process, which
+/// first sweeps the directories of processes that have ended.
+pub fn process_dir(what: &str) -> PathBuf {
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    SWEPT.get_or_init(|| {
+        let ended = |name: &str| {
+            let pid = name.strip_prefix("lucce-").and_then(|r| r.split('-').next());
+            pid.and_then(|p| p.parse::<u32>().ok()).is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists())
+        };
+        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            if entry.file_name().to_str().is_some_and(ended) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    });
+    let dir = root.join(format!("lucce-{}-{what}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
+}
+
 /// Builds (once per test process) and returns the agent library: LUCCE_AGENT_LIB if set, else
 /// `cargo build -p lucce-agent` in this test's profile and target directory.
 pub fn agent_lib() -> &'static Path {

@@ -2,16 +2,18 @@
 //! class each), the same on every machine. Its functions call each other through every kind of
 //! call the JVM has: static, virtual (with `super` calls), interface default methods,
 //! constructors, lambdas, method references and anonymous classes, reflection, method handles,
-//! streams and other JDK code that calls back, new threads and a pool, plugins that a class
-//! loader of the program's own defines, recursions a few hundred frames deep, static
-//! initializers reached in the middle of a call;
+//! streams and other JDK code that calls back, native methods that call back (JNI, the test
+//! library of tests/live_scripts/live_jni.c, whose path comes in `-Dlive.jni=`), new threads and
+//! a pool, plugins that a class loader of the program's own defines, recursions a few hundred
+//! to a few thousand frames deep, static initializers reached in the middle of a call;
 //! inside `try`/`catch`/`finally`, loops, `synchronized` blocks and switches on strings, and they
 //! throw exceptions (their own, and the JVM's: division by zero, a bad index, a call on null)
 //! that unwind several frames. They mark events with `Lucce.mark(T.here(label))`
 //! (tests/live_scripts/T.java, the independent witness), and `main` prints a checksum of
 //! everything they computed, so a run without the agent prints exactly what a run with it must
 //! print. `main ROUNDS` repeats its calls (marking only in the last round) until the JIT
-//! compiles them.
+//! compiles them. `main` calls through one class, `E`, which the test leaves out of some
+//! recordings and which catches and calls on.
 //!
 //! Every call passes a budget `d` that its callee spends (`d - 1`) and stops at 0, so every
 //! program ends; threads are joined at once and pool tasks awaited, so its output is the same in
@@ -45,9 +47,10 @@ impl Rng {
 /// How a function is declared, which decides how it is called.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// `static int fJ(int d, int x)` in class `C<class>`; when `deep`, its body runs at the bottom
-    /// of a recursion 100 to 355 frames deep through two call sites (`rJ`).
-    Static { class: usize, deep: bool },
+    /// `static int fJ(int d, int x)` in class `C<class>`; when `deep` is not 0, its body runs at
+    /// the bottom of a recursion `deep` to `deep + 255` frames deep through two call sites (`rJ`),
+    /// 10 to 17 deep when `main` is given a number of rounds ([`SHALLOW`]).
+    Static { class: usize, deep: u32 },
     /// An instance method of class `B`, overridden in `B1` (which may call `super.fJ`); called on
     /// `OBJS[x & 1]`, so either body runs.
     Virtual,
@@ -64,6 +67,11 @@ enum Kind {
     Plugin,
 }
 
+/// The depth of every recursion when `main` is given a number of rounds (the sampling runs):
+/// every distinct context of a recursion inside a recursion is an anchor record, and with depths
+/// of a few hundred that vary with `x` a hot run made 95 million of them (seed 22) and ran for
+/// minutes; each sample also keeps the JVM's stack.
+const SHALLOW: &str = "10 + (x & 7)";
 /// The budget `main` gives each call; the call tree of one call of `main`'s loop is at most
 /// this deep in functions (wrappers add frames between them).
 const BUDGET: u32 = 5;
@@ -100,7 +108,14 @@ pub fn program(seed: u64) -> Program {
     let n = 8 + g.rng.below(7);
     for _ in 0..n {
         let kind = match g.rng.below(11) {
-            0..=3 => Kind::Static { class: g.rng.below(CLASSES), deep: g.rng.chance(25) },
+            0..=3 => {
+                let deep = match g.rng.below(12) {
+                    0..=2 => 100,
+                    3 => 2000,
+                    _ => 0,
+                };
+                Kind::Static { class: g.rng.below(CLASSES), deep }
+            }
             4 | 5 => Kind::Virtual,
             6 => Kind::Default,
             7 | 8 => Kind::Lambda { class: g.rng.below(CLASSES) },
@@ -111,7 +126,7 @@ pub fn program(seed: u64) -> Program {
     }
     // At least one static function: the reflective and method-handle calls need one.
     if !g.kinds.iter().any(|k| matches!(k, Kind::Static { .. })) {
-        g.kinds[0] = Kind::Static { class: 0, deep: false };
+        g.kinds[0] = Kind::Static { class: 0, deep: 0 };
     }
     let files = g.files();
     Program { main_class: format!("{}Main", g.p), files, prefix: g.p }
@@ -129,6 +144,12 @@ const HELPERS: &str = "    public static RuntimeException rethrow(Throwable t) {
     public static int reflect(Class<?> c, String name, int d, int x) {\n        try {\n            return (Integer) c.getDeclaredMethod(name, int.class, int.class).invoke(null, d, x);\n        } catch (InvocationTargetException e) {\n            throw rethrow(e.getCause());\n        } catch (ReflectiveOperationException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n\
     public static int handle(MethodHandle h, int d, int x) {\n        try {\n            return (int) h.invokeExact(d, x);\n        } catch (Throwable t) {\n            throw rethrow(t);\n        }\n    }\n\n\
     public static int thread(IntSupplier s) {\n        int[] out = new int[1];\n        RuntimeException[] err = new RuntimeException[1];\n        Thread t = new Thread(() -> {\n            try {\n                out[0] = s.getAsInt();\n            } catch (RuntimeException e) {\n                err[0] = e;\n            }\n        });\n        t.start();\n        try {\n            t.join();\n        } catch (InterruptedException e) {\n            throw new AssertionError(e);\n        }\n        if (err[0] != null) throw err[0];\n        return out[0];\n    }\n\n\
+    public static int jni(IntSupplier s) {
+        int[] out = new int[1];
+        LiveJni.callRunnable(() -> out[0] = s.getAsInt());
+        return out[0];
+    }
+
     public static int pool(IntSupplier s) {\n        try {\n            return POOL.submit(s::getAsInt).get();\n        } catch (ExecutionException e) {\n            throw rethrow(e.getCause());\n        } catch (InterruptedException e) {\n            throw new AssertionError(e);\n        }\n    }\n\n";
 
 impl Gen {
@@ -141,15 +162,16 @@ impl Gen {
         let (mut base, mut over, mut iface) = (String::new(), String::new(), String::new());
         for j in 0..self.kinds.len() {
             match self.kinds[j] {
-                Kind::Static { class, deep: false } => {
+                Kind::Static { class, deep: 0 } => {
                     let body = self.body(j, 1);
                     writeln!(statics[class], "    public static int f{j}(int d, int x) {{\n        if (d <= 0) return x + {j};\n{body}        return x;\n    }}").unwrap();
                 }
-                Kind::Static { class, deep: true } => {
+                Kind::Static { class, deep } => {
                     let body = self.body(j, 1);
+                    let depth = format!("({p}Main.shallow ? {SHALLOW} : {deep} + (x & 255))");
                     writeln!(
                         statics[class],
-                        "    public static int f{j}(int d, int x) {{\n        return r{j}(d, x, 100 + (x & 255));\n    }}\n\n\
+                        "    public static int f{j}(int d, int x) {{\n        return r{j}(d, x, {depth});\n    }}\n\n\
                          \x20   static int r{j}(int d, int x, int n) {{\n        if (n > 0) {{\n            if ((n & 1) == 0) return r{j}(d, x + 1, n - 1) + 1;\n            return r{j}(d, x ^ n, n - 1) - 1;\n        }}\n\
                          \x20       if (d <= 0) return x + {j};\n{body}        return x;\n    }}"
                     )
@@ -220,6 +242,7 @@ impl Gen {
                  \x20           if (resolve) resolveClass(c);\n            return c;\n        }}\n    }}\n}}\n"
             ),
         ));
+        classes.push((format!("{p}E"), self.entries()));
         classes.push((format!("{p}Main"), self.main_class()));
         let seed = &p[1..];
         classes
@@ -244,6 +267,7 @@ impl Gen {
         // Marks are off in every round of `main` but the last (`main ROUNDS`: the rounds before
         // warm the JIT up).
         writeln!(s, "    public static boolean quiet;").unwrap();
+        writeln!(s, "    public static boolean shallow;").unwrap();
         writeln!(
             s,
             "    public static final ExecutorService POOL = Executors.newFixedThreadPool(2, r -> {{\n        Thread t = new Thread(r, \"{p}-pool\");\n        t.setDaemon(true);\n        return t;\n    }});"
@@ -254,7 +278,7 @@ impl Gen {
         for &j in &statics_j {
             writeln!(s, "    public static final MethodHandle MH{j};").unwrap();
         }
-        s.push_str("    static {\n        try {\n            MethodType t = MethodType.methodType(int.class, int.class, int.class);\n");
+        s.push_str("    static {\n        System.load(System.getProperty(\"live.jni\"));\n        try {\n            MethodType t = MethodType.methodType(int.class, int.class, int.class);\n");
         for &j in &statics_j {
             let Kind::Static { class, .. } = self.kinds[j] else { unreachable!() };
             writeln!(s, "            MH{j} = MethodHandles.lookup().findStatic({p}C{class}.class, \"f{j}\", t);").unwrap();
@@ -271,18 +295,39 @@ impl Gen {
         )
         .unwrap();
         s.push_str(HELPERS);
-        writeln!(s, "    static int entry(int j, int d, int x) {{\n        switch (j) {{").unwrap();
-        for j in 0..n {
-            writeln!(s, "            case {j}: return {};", self.call_expr(j, "d", "x")).unwrap();
-        }
-        s.push_str("            default: throw new AssertionError(j);\n        }\n    }\n\n");
         // main reads every lazy class at its end, so that each initializer runs at least there.
         let lazy_reads: String = (0..LAZY_CLASSES).map(|n| format!(" + {p}L{n}.V")).collect();
         writeln!(
             s,
-            "    public static void main(String[] args) {{\n        int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 1;\n        long sum = 0;\n        for (int round = 0; round < rounds; round++) {{\n            quiet = round < rounds - 1;\n            for (int i = 0; i < {MAIN_CALLS}; i++) {{\n                try {{\n                    sum = sum * 31 + entry(i % {n}, {BUDGET}, i * 7919 + round);\n                }} catch (RuntimeException e) {{\n                    sum = sum * 31 + code(e);\n                }}\n            }}\n        }}\n        sum += 0{lazy_reads};\n        Lucce.mark(T.here(\"main-end\"));\n        System.out.println(\"result \" + sum);\n        POOL.shutdown();\n    }}\n}}\n"
+            "    public static void main(String[] args) {{\n        int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 1;\n        shallow = args.length > 0;\n        long sum = 0;\n        for (int round = 0; round < rounds; round++) {{\n            quiet = round < rounds - 1;\n            for (int i = 0; i < {MAIN_CALLS}; i++) {{\n                try {{\n                    sum = sum * 31 + {p}E.entry(i % {n}, {BUDGET}, i * 7919 + round);\n                }} catch (RuntimeException e) {{\n                    sum = sum * 31 + code(e);\n                }}\n            }}\n        }}\n        sum += 0{lazy_reads};\n        Lucce.mark(T.here(\"main-end\"));\n        System.out.println(\"result \" + sum);\n        POOL.shutdown();\n    }}\n}}\n"
         )
         .unwrap();
+        s
+    }
+
+    /// The virtual function that calls on `MAYBE` (null half the time) go to: the first.
+    fn nullable(&self) -> Option<usize> {
+        self.kinds.iter().position(|&k| k == Kind::Virtual)
+    }
+
+    /// `E.entry(j, d, x)`, through which `main` calls function `j`: the test leaves this class
+    /// out of some recordings. It catches what the call throws and at once calls the function
+    /// that calls on null go to (else `j`): when a call on null threw before entering it, that
+    /// entry comes from code lucce cannot see while the failed call's record is pending, which
+    /// the handler's drop probe must have cleared.
+    fn entries(&self) -> String {
+        let p = &self.p;
+        let n = self.kinds.len();
+        let mut s = format!("public final class {p}E {{\n    public static int entry(int j, int d, int x) {{\n        try {{\n            switch (j) {{\n");
+        for j in 0..n {
+            writeln!(s, "                case {j}: return {};", self.call_expr(j, "d", "x")).unwrap();
+        }
+        s.push_str("                default: throw new AssertionError(j);\n            }\n        } catch (RuntimeException e) {\n            switch (j) {\n");
+        for j in 0..n {
+            let k = self.nullable().unwrap_or(j);
+            writeln!(s, "                case {j}: return {} ^ {p}Main.code(e);", self.call_expr(k, "1", "x")).unwrap();
+        }
+        s.push_str("                default: throw new AssertionError(j);\n            }\n        }\n    }\n}\n");
         s
     }
 
@@ -398,6 +443,7 @@ impl Gen {
         let p = self.p.clone();
         let j = self.rng.below(self.kinds.len());
         let direct = self.call_expr(j, "d - 1", "x");
+        let nullable = self.nullable();
         let static_class = match self.kinds[j] {
             Kind::Static { class, .. } => Some(class),
             _ => None,
@@ -414,7 +460,8 @@ impl Gen {
                 self.call_expr(j, "d - 1", "a")
             ),
             8 => format!("new IntBinaryOperator() {{\n            public int applyAsInt(int dd, int xx) {{\n                return {};\n            }}\n        }}.applyAsInt(d - 1, x)", self.call_expr(j, "dd", "xx")),
-            9 if self.kinds[j] == Kind::Virtual => format!("{p}Main.MAYBE[(x >>> 4) & 1].f{j}(d - 1, x)"),
+            // On null half the time (see `entries`).
+            9 if nullable.is_some() => format!("{p}Main.MAYBE[(x >>> 4) & 1].f{}(d - 1, x)", nullable.unwrap()),
             // Threads and the pool only near the top of the call tree: at most a few per call
             // of main.
             4 => {
@@ -425,6 +472,8 @@ impl Gen {
                 let inner = self.call_expr(j, "d - 1", "x0");
                 format!("(d >= {} ? {p}Main.pool(() -> {inner}) : {direct})", BUDGET - 1)
             }
+            // Through a native frame, which an exception from the callback unwinds too.
+            10 => format!("{p}Main.jni(() -> {})", self.call_expr(j, "d - 1", "x0")),
             _ => direct,
         }
     }
