@@ -8,7 +8,7 @@ use cct_support::*;
 use lucce::synth::{Runtime, SimThread};
 use lucce_decoder::{build_cct, CctError, CctOptions, DecodeError, Graph, PacketOrder};
 use lucce_encoder::{Encoder, EncoderConfig};
-use lucce_log_format::{EventRecord, StoreError, StoreReader, StoreWriter, WriterOptions};
+use lucce_log_format::{wait_until_released, EventRecord, StoreError, StoreReader, StoreWriter, WriterOptions};
 
 /// Every schedule the builder can take over a store of `n` events.
 fn schedules(n: u64) -> Vec<CctOptions> {
@@ -98,16 +98,8 @@ fn a_missing_event_block_is_an_error_not_a_smaller_tree() {
             events.remove(key).unwrap();
             db.flush().unwrap();
         }
-        // sled lets go of its lock a moment after the last handle is dropped.
-        let opened = (0..1000)
-            .find_map(|_| match StoreReader::open(&path) {
-                Err(StoreError::Backend(_)) => {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                    None
-                }
-                other => Some(other),
-            })
-            .expect("the store stays locked");
+        wait_until_released(&path);
+        let opened = StoreReader::open(&path);
         // The last block holds the last committed event, which opening the store checks.
         if victim == "last" {
             let e = opened.err().expect("a store without its last block opened");

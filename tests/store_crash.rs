@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use lucce::synth::{random_op, Runtime, SimThread, SynthProgram};
 use lucce_encoder::{Encoder, EncoderConfig};
-use lucce_log_format::{StoreReader, StoreWriter, WriterOptions};
+use lucce_log_format::{wait_until_released, StoreReader, StoreWriter, WriterOptions};
 use rand::{rngs::SmallRng, SeedableRng};
 
 const CHILD_ENV: &str = "LUCCE_TEST_CRASH_CHILD";
@@ -121,13 +121,13 @@ fn bad_inputs_get_one_clear_line_and_exit_2() {
 
     // Another format version; while it is written, the store is in use.
     {
-        // No flusher thread: it holds the database (and its file lock) for a moment after the
-        // drop below, and the next command found the store still in use (one CI run).
-        let db = sled::Config::new().path(p("s")).flush_every_ms(None).open().unwrap();
+        let db = sled::Config::new().path(p("s")).open().unwrap();
         assert_clean_error(&["events", &p("s")], "in use by another process");
         db.open_tree("header").unwrap().insert("format", &99u32.to_be_bytes()).unwrap();
         db.flush().unwrap();
     }
+    // sled's threads hold the lock a moment past the drop (one CI run found the store in use).
+    wait_until_released(Path::new(&p("s")));
     assert_clean_error(&["stats", &p("s")], "format version 99");
 }
 
@@ -184,6 +184,7 @@ fn a_commit_mark_past_the_stream_is_refused_before_anything_is_sized_by_it() {
         header.insert("commit", mark).unwrap();
         db.flush().unwrap();
     }
+    wait_until_released(&store);
     let s = store.to_str().unwrap();
     for cmd in ["cct", "flame", "stats", "events"] {
         assert_clean_error(&[cmd, s], &format!("event {} is not in the store", (1u64 << 50) - 1));

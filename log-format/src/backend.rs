@@ -187,17 +187,8 @@ impl SledBackend {
         r
     }
 
-    /// Waits until sled has released its lock on the files of a dropped database (its I/O
-    /// threads let go of it a moment after the last handle is dropped).
     fn wait_for_unlock(&self) {
-        let lock_file = self.dir.join("db");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            match std::fs::File::open(&lock_file).map(|f| f.try_lock()) {
-                Ok(Err(std::fs::TryLockError::WouldBlock)) => std::thread::yield_now(),
-                _ => return, // released (or gone): nothing holds it any more
-            }
-        }
+        wait_until_released(&self.dir);
     }
 
     /// Bytes of values read and written before the database is reopened (a memory bound, see
@@ -271,6 +262,22 @@ impl SledBackend {
     /// Bytes the database occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
         self.with_handle("measuring the database", |h| h.db.size_on_disk())
+    }
+}
+
+/// Waits (up to 10 s) until sled has released its lock on the files of the store at `dir`, all
+/// of whose handles this process dropped: its I/O threads let go of it a moment after the last
+/// handle is dropped, and opening the store before then fails as "in use". For code that opens
+/// a store with sled directly (tests); [`StoreWriter`](crate::StoreWriter) and
+/// [`StoreReader`](crate::StoreReader) wait on their own.
+pub fn wait_until_released(dir: &Path) {
+    let lock_file = dir.join("db");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match std::fs::File::open(&lock_file).map(|f| f.try_lock()) {
+            Ok(Err(std::fs::TryLockError::WouldBlock)) => std::thread::yield_now(),
+            _ => return, // released (or gone): nothing holds it any more
+        }
     }
 }
 

@@ -19,7 +19,7 @@ mod reader;
 pub mod records;
 mod writer;
 
-pub use backend::{Backend, SledBackend, Tree};
+pub use backend::{wait_until_released, Backend, SledBackend, Tree};
 pub use error::StoreError;
 pub use reader::{stores_below, Commit, EventBlocks, EventBuf, EventIter, StoreReader, TailReport};
 pub use records::{

@@ -3,7 +3,7 @@
 
 use lucce_encoder::{GraphEvent, GraphSink, MethodId, MethodMeta, SiteId, SiteKind, SiteMeta};
 use lucce_log_format::records::BLOCK_HEADER;
-use lucce_log_format::{EventKind, EventRecord, StoreReader, StoreWriter, TruthFrame, WriterOptions};
+use lucce_log_format::{wait_until_released, EventKind, EventRecord, StoreReader, StoreWriter, TruthFrame, WriterOptions};
 use std::path::Path;
 
 fn write_store(path: &Path) {
@@ -56,6 +56,9 @@ fn convert_to_format4(from: &Path, to: &Path) {
         }
     }
     dst.flush().unwrap();
+    drop((src, dst));
+    wait_until_released(from);
+    wait_until_released(to);
 }
 
 #[test]
