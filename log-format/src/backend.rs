@@ -187,10 +187,6 @@ impl SledBackend {
         r
     }
 
-    fn wait_for_unlock(&self) {
-        wait_until_released(&self.dir);
-    }
-
     /// Bytes of values read and written before the database is reopened (a memory bound, see
     /// [`SledBackend`]).
     pub fn set_reopen_after(&self, bytes: u64) {
@@ -232,7 +228,7 @@ impl SledBackend {
         }
         self.reopens.fetch_add(1, Ordering::Relaxed);
         *current = Err("the database is being reopened".into());
-        self.wait_for_unlock();
+        wait_until_released(&self.dir);
         *current = Self::open_handle(&self.dir, self.cache_bytes, self.compressed).map(Arc::new).map_err(|e| format!("reopening the database: {e}"));
     }
 
@@ -286,7 +282,7 @@ impl Drop for SledBackend {
     /// opened by the next would otherwise be refused as "in use" now and then.
     fn drop(&mut self) {
         *lock(&self.handle) = Err("the database is closed".into());
-        self.wait_for_unlock();
+        wait_until_released(&self.dir);
     }
 }
 
