@@ -375,14 +375,21 @@ impl<'a> Scenario<'a> {
         self
     }
 
-    /// One run per agent option set; returns the stdout and the store of the `verify=1` run.
+    /// One run per agent option set; returns the stdout and the store of the `verify=1` run
+    /// (`store0`, beside its agent log `agent0.log`).
     fn run(&self) -> (tempfile::TempDir, Outcome) {
         let tmp = tempfile::tempdir().expect("tempdir");
+        let out = self.run_in(tmp.path());
+        (tmp, out)
+    }
+
+    /// [`Scenario::run`], writing into `dir`.
+    fn run_in(&self, dir: &Path) -> Outcome {
         let mut first = None;
         let modes: &[&str] = if self.sample { &["verify=1", "sample=1,verify=1"] } else { &["verify=1"] };
         for (i, mode) in modes.iter().enumerate() {
-            let store = tmp.path().join(format!("store{i}"));
-            let log = tmp.path().join(format!("agent{i}.log"));
+            let store = dir.join(format!("store{i}"));
+            let log = dir.join(format!("agent{i}.log"));
             let opts = format!("out={},{mode},summary=off,log={},{}", store.display(), log.display(), self.agent);
             let what = format!("{} ({mode})", self.main);
             let out = assert_clean_exit(&what, run_java_limited(self.main, self.args, &opts, &self.jvm_args, self.limit), &log);
@@ -403,8 +410,7 @@ impl<'a> Scenario<'a> {
             }
             first.get_or_insert((store, out));
         }
-        let (_, out) = first.unwrap();
-        (tmp, out)
+        first.unwrap().1
     }
 }
 
@@ -1221,16 +1227,19 @@ fn decode_token(store: &Path, token: u64) -> (Vec<Frame>, bool) {
     (json_frames(&v["frames"]), v["truncated"].as_bool().expect("truncated"))
 }
 
-/// Runs LiveTokens once per test process (two tests look at it).
-fn tokens_run() -> &'static (tempfile::TempDir, Outcome) {
-    static RUN: OnceLock<(tempfile::TempDir, Outcome)> = OnceLock::new();
-    RUN.get_or_init(|| Scenario::new("LiveTokens").expect(&["mark-main1", "mark-main2", "mark-deep5", "mark-thread"]).run())
+/// Runs LiveTokens once per test process (two tests look at it); returns its store and output.
+fn tokens_run() -> &'static (PathBuf, Outcome) {
+    static RUN: OnceLock<(PathBuf, Outcome)> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = process_dir("tokens");
+        let out = Scenario::new("LiveTokens").expect(&["mark-main1", "mark-main2", "mark-deep5", "mark-thread"]).run_in(&dir);
+        (dir.join("store0"), out)
+    })
 }
 
 #[test]
 fn context_tokens_equal_iff_contexts_equal() {
-    let (tmp, out) = tokens_run();
-    let store = tmp.path().join("store0");
+    let (store, out) = tokens_run();
     let tokens = parse_tokens(&out.stdout);
     assert!(tokens.values().all(|(t, _)| *t > 0), "tokens must be positive: {tokens:?}");
     // Names are GROUP/N: one context per group (a loop on one line, or two threads running the
@@ -1249,7 +1258,7 @@ fn context_tokens_equal_iff_contexts_equal() {
     for (g, ts) in groups.iter().filter(|(_, ts)| ts.len() > 1) {
         let mut p = format!("group {g}: one context, {} tokens:", ts.len());
         for t in ts {
-            let (frames, truncated) = decode_token(&store, *t);
+            let (frames, truncated) = decode_token(store, *t);
             p.push_str(&format!("\n  @{t} (truncated {truncated}) decodes to:{}", show(&frames)));
         }
         problems.push(p);
@@ -1267,15 +1276,14 @@ fn context_tokens_equal_iff_contexts_equal() {
 
 #[test]
 fn context_token_decodes_like_the_mark_on_its_line() {
-    let (tmp, out) = tokens_run();
-    let store = tmp.path().join("store0");
+    let (store, out) = tokens_run();
     let tokens = parse_tokens(&out.stdout);
     let heres = parse_heres(&out.stdout);
     let at: Vec<_> = tokens.iter().filter(|(n, _)| n.starts_with("at-")).collect();
     assert_eq!(at.len(), 4, "{tokens:?}");
     for (name, (t, label)) in at {
         let expected = heres.get(label).unwrap_or_else(|| panic!("{name}: no #here line for {label:?}"));
-        let (decoded, truncated) = decode_token(&store, *t);
+        let (decoded, truncated) = decode_token(store, *t);
         assert!(!truncated, "{name}: @{t} decodes truncated:{}", show(&decoded));
         assert!(
             decoded == *expected,
