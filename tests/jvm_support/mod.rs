@@ -41,8 +41,8 @@ pub fn tool(name: &str) -> PathBuf {
     java_home().map(|h| h.join("bin").join(name)).unwrap_or_else(|| PathBuf::from(name))
 }
 
-/// A fresh directory for what a test process builds once and keeps to its end (compiled
-/// classes, the JNI library): `target/tmp/lucce-PID-WHAT`. A `TempDir` in a static is never
+/// A fresh directory for what a test process makes once and keeps to its end (compiled
+/// classes, the JNI library, a recording several tests read): `target/tmp/lucce-PID-WHAT`. A `TempDir` in a static is never
 /// dropped and stayed in /tmp after every run; these are removed by the next test process, which
 /// first sweeps the directories of processes that have ended.
 pub fn process_dir(what: &str) -> PathBuf {
