@@ -177,7 +177,14 @@ impl Registry {
     /// A registrar for one class rewrite; call [`ClassRegistrar::publish`] when it succeeded.
     pub fn registrar(&self) -> ClassRegistrar<'_> {
         let bufs = REGISTRAR_BUFFERS.with(|c| c.take()).unwrap_or_default();
-        ClassRegistrar { reg: self, bufs, hidden_class: false, reserved: 0..0, methods: 0..0, taken: false, published: false }
+        ClassRegistrar { reg: self, bufs, hidden_class: false, retransforming: false, reserved: 0..0, methods: 0..0, taken: false, published: false }
+    }
+
+    /// [`Registry::registrar`] for a class being retransformed ([`SiteRegistry::retransforming`]).
+    pub fn retransform_registrar(&self) -> ClassRegistrar<'_> {
+        let mut r = self.registrar();
+        r.retransforming = true;
+        r
     }
 
     /// [`Registry::registrar`] for a hidden class (see `ClassRegistrar::hidden_class`).
@@ -222,6 +229,8 @@ pub struct ClassRegistrar<'a> {
     /// Registering a hidden class: every method is flagged as a frame the JVM leaves out of
     /// stack traces (HotSpot marks all methods of a hidden class hidden).
     hidden_class: bool,
+    /// Registering a class being retransformed.
+    retransforming: bool,
     /// Site ids taken by [`SiteRegistry::reserve_sites`] (or [`SiteRegistry::take_ids`]) and not
     /// yet handed out.
     reserved: std::ops::Range<u32>,
@@ -376,6 +385,10 @@ fn put<T>(v: &mut Vec<Option<T>>, id: u32, x: T) {
 impl SiteRegistry for ClassRegistrar<'_> {
     fn probes(&self) -> ProbeChoice {
         self.reg.probes
+    }
+
+    fn retransforming(&self) -> bool {
+        self.retransforming
     }
 
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {

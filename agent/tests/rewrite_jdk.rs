@@ -19,6 +19,8 @@ struct Counter {
     no_alloc_sites: bool,
     /// Every method through the rewriter's general path.
     general: bool,
+    /// As the agent rewrites a class being retransformed (the VMInit batch).
+    retransforming: bool,
 }
 
 impl SiteRegistry for Counter {
@@ -28,6 +30,10 @@ impl SiteRegistry for Counter {
 
     fn probes(&self) -> ProbeChoice {
         ProbeChoice { alloc_sites: !self.no_alloc_sites, drop_after_calls: false }
+    }
+
+    fn retransforming(&self) -> bool {
+        self.retransforming
     }
 
     fn method(&mut self, _m: &MethodInfo<'_>) -> u32 {
@@ -130,6 +136,28 @@ fn run(every: usize) {
         }
     }
     assert_eq!(alloc_probes_left, 0, "allocation probes in classes rewritten without them");
+    // As the VMInit batch rewrites: the same registry calls, and no appended Utf8 entry equal to
+    // one the class has (HotSpot's merge of the old and new pools would map it onto the old
+    // one and move every later appended entry; rewrite/pool.rs, `reuse_utf8`).
+    let mut retransform = Counter { retransforming: true, ..Counter::default() };
+    let mut duplicated = Vec::new();
+    for (i, out) in &outputs {
+        let again = rewrite_class(&classes[*i], &mut retransform).unwrap().bytes;
+        assert_eq!(again.is_some(), out.is_some(), "{}", files[*i].display());
+        let Some(again) = again else { continue };
+        if let Err(e) = check_class(&again) {
+            check_errors.push(format!("{} (retransformed): {e}", files[*i].display()));
+        }
+        let (old, old_count) = utf8_entries(&classes[*i]);
+        let (new, _) = utf8_entries(&again);
+        for (index, s) in new.iter().filter(|(index, _)| *index >= old_count) {
+            if old.iter().any(|(_, o)| o == s) {
+                duplicated.push(format!("{} #{index} {}", files[*i].display(), String::from_utf8_lossy(s)));
+            }
+        }
+    }
+    assert_eq!((retransform.methods, retransform.sites), (general.methods, general.sites));
+    assert!(duplicated.is_empty(), "{} appended Utf8 entries the pool had, e.g. {:?}", duplicated.len(), &duplicated[..duplicated.len().min(5)]);
     let pct = if methods == 0 {
         100.0
     } else {
@@ -164,6 +192,30 @@ fn run(every: usize) {
         check_errors.len()
     );
     assert!(pct >= 99.9, "only {pct}% of methods rewritten");
+}
+
+/// The Utf8 entries of a class file's constant pool with their indices, and the pool's
+/// constant_pool_count.
+fn utf8_entries(class: &[u8]) -> (Vec<(u16, Vec<u8>)>, u16) {
+    let u2 = |at: usize| u16::from_be_bytes([class[at], class[at + 1]]);
+    let count = u2(8);
+    let (mut at, mut index, mut out) = (10, 1, Vec::new());
+    while index < count {
+        let size = match class[at] {
+            1 => 2 + u2(at + 1) as usize,
+            7 | 8 | 16 | 19 | 20 => 2,
+            15 => 3,
+            3 | 4 | 9 | 10 | 11 | 12 | 17 | 18 => 4,
+            5 | 6 => 8,
+            t => panic!("constant-pool tag {t}"),
+        };
+        if class[at] == 1 {
+            out.push((index, class[at + 3..at + 1 + size].to_vec()));
+        }
+        index += if matches!(class[at], 5 | 6) { 2 } else { 1 };
+        at += 1 + size;
+    }
+    (out, count)
 }
 
 /// `JavaLangAccess.defineClass` (`System$2`), through which the JDK defines every hidden class,

@@ -274,6 +274,37 @@ impl<'a> ConstPool<'a> {
             .map(|i| i as u16)
     }
 
+    /// The first Utf8 entry holding each of `wanted` (0 where none does), found in one pass that
+    /// compares an entry only with the wanted strings of its length (at most 32 strings, each
+    /// shorter than 64 bytes: the probes' names and descriptors).
+    pub fn find_utf8s<const N: usize>(&self, wanted: [&[u8]; N]) -> [u16; N] {
+        const { assert!(N <= 32) };
+        // Per length, the wanted strings of that length (a bit each).
+        let mut by_len = [0u32; 64];
+        for (k, w) in wanted.iter().enumerate() {
+            if let Some(b) = by_len.get_mut(w.len()) {
+                *b |= 1 << k;
+            }
+        }
+        let mut found = [0u16; N];
+        for (i, (&tag, &off)) in self.tags.iter().zip(&self.offs).enumerate().skip(1) {
+            if tag != TAG_UTF8 {
+                continue;
+            }
+            let off = off as usize;
+            let Some(len) = be_u16(self.bytes, off) else { continue };
+            let mut candidates = by_len.get(len as usize).copied().unwrap_or(0);
+            while candidates != 0 {
+                let k = candidates.trailing_zeros() as usize;
+                candidates &= candidates - 1;
+                if found[k] == 0 && self.bytes.get(off + 2..off + 2 + len as usize) == Some(wanted[k]) {
+                    found[k] = i as u16;
+                }
+            }
+        }
+        found
+    }
+
     /// All Class entries by name, for reusing them instead of appending duplicates.
     pub fn class_index(&self) -> FxHashMap<&'a [u8], u16> {
         // Sized once (no rehashing while filling); a few appended names fit in the slack.

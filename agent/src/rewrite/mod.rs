@@ -107,6 +107,11 @@ pub trait SiteRegistry {
     fn take_ids(&mut self, _first: (u32, u32), _counts: (u32, u32)) -> bool {
         false
     }
+    /// Whether the class is being retransformed: the Utf8 entries the probes need then reuse
+    /// equal ones of its pool ([`pool::PoolEdit::reuse_utf8`] says why).
+    fn retransforming(&self) -> bool {
+        false
+    }
 }
 
 /// What the decoder needs to print a frame of this method like the JVM does.
@@ -436,6 +441,9 @@ fn rewrite_with<O>(
         source_file: source.as_deref(),
     };
     let mut pool = PoolEdit::new(cp, std::mem::take(&mut bufs.app));
+    if registry.as_ref().is_some_and(|r| r.retransforming()) {
+        pool.reuse_utf8();
+    }
     let Buffers {
         method: scratch,
         body,

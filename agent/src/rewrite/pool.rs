@@ -26,7 +26,41 @@ pub(crate) struct PoolEdit<'a> {
     synthesized: FxHashMap<Vec<u8>, u16>,
     runtime: Option<RuntimeRefs>,
     probe_locals: Option<(u16, u16, u16, u16, u16)>,
+    reuse: Utf8Reuse,
 }
+
+/// Whether a [`PoolEdit`] reuses the pool's Utf8 entries ([`PoolEdit::reuse_utf8`]).
+enum Utf8Reuse {
+    Off,
+    /// On, and no Utf8 entry asked for yet.
+    On,
+    /// Per string of [`PROBE_STRINGS`], its entry: the pool's (all found in one pass at the
+    /// first Utf8 entry asked for) or the one appended for it; 0 until there is one.
+    Known([u16; PROBE_STRINGS.len()]),
+}
+
+/// The Utf8 entries naming the probe locals in LocalVariableTables: `lucce$ctx`, `lucce$ver`,
+/// their descriptor, `lucce$leaf`, its descriptor.
+const LOCAL_NAMES: [&[u8]; 5] = [b"lucce$ctx", b"lucce$ver", b"J", b"lucce$leaf", b"I"];
+
+/// The Utf8 strings the probes need: the runtime class's name, the runtime methods' names and
+/// descriptors (one descriptor twice), and [`LOCAL_NAMES`].
+const PROBE_STRINGS: [&[u8]; 1 + 2 * RuntimeMethod::COUNT + LOCAL_NAMES.len()] = {
+    let mut s = [b"".as_slice(); 1 + 2 * RuntimeMethod::COUNT + LOCAL_NAMES.len()];
+    s[0] = RUNTIME_CLASS.as_bytes();
+    let mut k = 0;
+    while k < RuntimeMethod::COUNT {
+        s[1 + k] = RuntimeMethod::ALL[k].name().as_bytes();
+        s[1 + RuntimeMethod::COUNT + k] = RuntimeMethod::ALL[k].descriptor().as_bytes();
+        k += 1;
+    }
+    let mut k = 0;
+    while k < LOCAL_NAMES.len() {
+        s[1 + 2 * RuntimeMethod::COUNT + k] = LOCAL_NAMES[k];
+        k += 1;
+    }
+    s
+};
 
 impl<'a> PoolEdit<'a> {
     /// `app_bytes`: a reused buffer for the appended entries (cleared here).
@@ -41,7 +75,20 @@ impl<'a> PoolEdit<'a> {
             synthesized: FxHashMap::default(),
             runtime: None,
             probe_locals: None,
+            reuse: Utf8Reuse::Off,
         }
+    }
+
+    /// Makes the entries this edit appends reuse equal Utf8 entries of the pool (`()V`, `J`, `I`
+    /// are in most pools) instead of appending duplicates, at the cost of a pass over the pool
+    /// (the template of [`refs_template`] is not used then). For a class being
+    /// retransformed: HotSpot merges its new pool into the old one
+    /// (`VM_RedefineClasses::merge_constant_pools`), and an appended entry equal to an old one
+    /// is mapped onto it, which moves every appended entry after it to another index: each of
+    /// those then costs a search of the whole pool more, and the class's bytecodes are rewritten
+    /// to the new indices. A loaded class has no old pool, and a duplicate costs it nothing.
+    pub fn reuse_utf8(&mut self) {
+        self.reuse = Utf8Reuse::On;
     }
 
     /// A Class entry for `name` (an internal name or array descriptor), appended if missing.
@@ -52,7 +99,7 @@ impl<'a> PoolEdit<'a> {
         if let Some(i) = self.find_class(name) {
             return i;
         }
-        let u = self.app.utf8(name);
+        let u = self.utf8(name);
         let c = self.app.class(u);
         self.remember(name, c);
         c
@@ -76,7 +123,7 @@ impl<'a> PoolEdit<'a> {
         let i = match self.find_class(&name) {
             Some(i) => i,
             None => {
-                let u = self.app.utf8(&name);
+                let u = self.utf8(&name);
                 self.app.class(u)
             }
         };
@@ -107,6 +154,29 @@ impl<'a> PoolEdit<'a> {
         self.classes.as_ref()?.get(name).copied()
     }
 
+    /// A Utf8 entry holding `s`: appended, or with [`PoolEdit::reuse_utf8`] the pool's own if it
+    /// has one (or the one appended for it before, if it is one of [`PROBE_STRINGS`]).
+    fn utf8(&mut self, s: &[u8]) -> u16 {
+        match self.reuse {
+            Utf8Reuse::Off => return self.app.utf8(s),
+            Utf8Reuse::On => self.reuse = Utf8Reuse::Known(self.cp.find_utf8s(PROBE_STRINGS)),
+            Utf8Reuse::Known(_) => {}
+        }
+        let Utf8Reuse::Known(known) = &mut self.reuse else { unreachable!("set above") };
+        match PROBE_STRINGS.iter().position(|&t| t == s) {
+            Some(k) if known[k] != 0 => known[k],
+            Some(k) => {
+                known[k] = self.app.utf8(s);
+                known[k]
+            }
+            // Another string (an array type's name, `hidden`'s): a pass of its own.
+            None => match self.cp.find_utf8s([s]) {
+                [0] => self.app.utf8(s),
+                [i] => i,
+            },
+        }
+    }
+
     /// Records Class entry `c`, appended for `name`.
     fn remember(&mut self, name: &'a [u8], c: u16) {
         match &mut self.classes {
@@ -123,7 +193,7 @@ impl<'a> PoolEdit<'a> {
         if let Some(c) = self.runtime_class {
             return c;
         }
-        let u = self.app.utf8(RUNTIME_CLASS.as_bytes());
+        let u = self.utf8(RUNTIME_CLASS.as_bytes());
         let c = self.app.class(u);
         self.runtime_class = Some(c);
         c
@@ -142,6 +212,9 @@ impl<'a> PoolEdit<'a> {
             return r;
         }
         let class = self.runtime_class();
+        if !matches!(self.reuse, Utf8Reuse::Off) {
+            return self.runtime_refs_reusing(class);
+        }
         let t = refs_template();
         let base = self.app.count();
         // Indices saturate as `CpAppender` gives them (a pool that overflows is refused later).
@@ -159,23 +232,34 @@ impl<'a> PoolEdit<'a> {
         refs
     }
 
+    /// [`PoolEdit::runtime_refs`] entry by entry, reusing the pool's names and descriptors.
+    fn runtime_refs_reusing(&mut self, class: u16) -> RuntimeRefs {
+        let refs = RuntimeRefs(RuntimeMethod::ALL.map(|m| {
+            let (name, desc) = (self.utf8(m.name().as_bytes()), self.utf8(m.descriptor().as_bytes()));
+            let nat = self.app.name_and_type(name, desc);
+            self.app.methodref(class, nat)
+        }));
+        self.runtime = Some(refs);
+        refs
+    }
+
     /// A Methodref of one more static method of the runtime class (appended; for the one method
     /// that calls it, `probes::DEFINE_HOOK`).
     pub fn runtime_method(&mut self, name: &str, descriptor: &str) -> u16 {
         let class = self.runtime_class();
-        let (n, d) = (self.app.utf8(name.as_bytes()), self.app.utf8(descriptor.as_bytes()));
+        let (n, d) = (self.utf8(name.as_bytes()), self.utf8(descriptor.as_bytes()));
         let nat = self.app.name_and_type(n, d);
         self.app.methodref(class, nat)
     }
 
-    /// Utf8 entries naming the probe locals in LocalVariableTables: `lucce$ctx`, `lucce$ver`,
-    /// `J`, `lucce$leaf`, `I` (all five on first use, whichever kind of method asks).
+    /// The Utf8 entries of [`LOCAL_NAMES`] (all five on first use, whichever kind of method
+    /// asks).
     pub fn probe_local_names(&mut self) -> (u16, u16, u16, u16, u16) {
         if let Some(n) = self.probe_locals {
             return n;
         }
-        let a = &mut self.app;
-        let n = (a.utf8(b"lucce$ctx"), a.utf8(b"lucce$ver"), a.utf8(b"J"), a.utf8(b"lucce$leaf"), a.utf8(b"I"));
+        let [a, b, c, d, e] = LOCAL_NAMES.map(|s| self.utf8(s));
+        let n = (a, b, c, d, e);
         self.probe_locals = Some(n);
         n
     }
@@ -244,6 +328,36 @@ fn refs_template() -> &'static RefsTemplate {
 mod tests {
     use super::*;
     use crate::rewrite::classfile::{PoolBuffers, TAG_CLASS};
+
+    /// Appended for a class being retransformed: the Methodrefs name the same methods, and
+    /// every name or descriptor the pool holds already is taken from it, not appended again.
+    #[test]
+    fn retransformed_pools_take_the_utf8_entries_they_have() {
+        let have: [&[u8]; 5] = [b"x", b"()V", b"call", b"J", b"[J"];
+        let orig: Vec<u8> = have.iter().flat_map(|s| [&[TAG_UTF8, 0, s.len() as u8][..], s].concat()).collect();
+        let (cp, _) = ConstPool::parse(&orig, 0, have.len() + 1, PoolBuffers::default()).unwrap();
+        let mut pool = PoolEdit::new(cp, Vec::new());
+        pool.reuse_utf8();
+        let refs = pool.runtime_refs();
+        let (ctx, _, long, _, int) = pool.probe_local_names();
+        let array = pool.class(b"[J");
+        let all = [&orig[..], &pool.app.bytes].concat();
+        let (cp, end) = ConstPool::parse(&all, 0, pool.app.count() as usize, PoolBuffers::default()).unwrap();
+        assert_eq!(end, all.len());
+        let utf8s: Vec<&[u8]> = (1..pool.app.count() as u16).filter_map(|i| cp.utf8(i)).collect();
+        for (k, s) in utf8s.iter().enumerate() {
+            assert!(!utf8s[..k].contains(s), "{} appended again", String::from_utf8_lossy(s));
+        }
+        for m in RuntimeMethod::ALL {
+            let (class, name, desc) = cp.member_ref(refs.0[m as usize]).unwrap();
+            assert_eq!(cp.class_name(class), Some(RUNTIME_CLASS.as_bytes()));
+            assert_eq!((cp.utf8(name), cp.utf8(desc)), (Some(m.name().as_bytes()), Some(m.descriptor().as_bytes())));
+        }
+        let (_, call, _) = cp.member_ref(refs.0[RuntimeMethod::Call as usize]).unwrap();
+        let (_, drop, drop_desc) = cp.member_ref(refs.0[RuntimeMethod::Drop as usize]).unwrap();
+        assert_eq!((call, drop_desc, long, cp.class_name_idx(array)), (3, 2, 4, Some(5)), "the pool's own entries");
+        assert!(drop as u32 > have.len() as u32 && ctx as u32 > have.len() as u32 && int as u32 > have.len() as u32);
+    }
 
     /// The runtime methods' Methodrefs, appended from the template to pools of several sizes,
     /// name the runtime class and each method's own name and descriptor.

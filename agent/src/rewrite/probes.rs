@@ -94,7 +94,7 @@ impl RuntimeMethod {
         RuntimeMethod::Drop,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             RuntimeMethod::Enter => "enter",
             RuntimeMethod::Version => "version",
@@ -105,7 +105,7 @@ impl RuntimeMethod {
         }
     }
 
-    pub fn descriptor(self) -> &'static str {
+    pub const fn descriptor(self) -> &'static str {
         match self {
             RuntimeMethod::Enter => "(I)J",
             RuntimeMethod::Leaf => "(I)I",
