@@ -97,6 +97,14 @@ const MAX_MOVES: u32 = 16;
 /// moves once for them).
 const ATTACH_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Whether any method of `class` has bytecode (is neither abstract nor native); true when
+/// JVMTI cannot say.
+fn has_code(jvmti: Jvmti, class: jclass) -> bool {
+    const ABSTRACT_OR_NATIVE: jint = 0x0400 | 0x0100;
+    let Ok(methods) = jvmti.class_methods(class) else { return true };
+    methods.iter().any(|&m| jvmti.method_modifiers(m).map_or(true, |f| f & ABSTRACT_OR_NATIVE == 0))
+}
+
 /// Classes per `RetransformClasses` call of the VMInit batch. The JVM parses all classes of one
 /// call into one resource area and keeps their new versions until the call returns; its arena
 /// chunks then go to a pool the process keeps. Hello World under the counting agent, NMT at
@@ -696,7 +704,7 @@ impl Agent {
         };
         let hooked = lock(&self.hooked_early).take().unwrap_or_default();
         let mut batch: Vec<(jclass, String)> = Vec::new();
-        let mut hidden = 0;
+        let (mut hidden, mut without_code) = (0, 0);
         for &c in &classes {
             let Ok(sig) = self.jvmti.class_signature(c) else { continue };
             // Only `Lname;` (arrays and primitives are never modifiable anyway).
@@ -708,7 +716,13 @@ impl Agent {
                 continue;
             }
             if self.options.wants(name) && !hooked.contains(name) {
-                batch.push((c, name.to_string()));
+                // A class without code (an interface of abstract methods only) would come back
+                // unchanged, but HotSpot would redefine it all the same: 33 of a Hello World's 355.
+                if has_code(self.jvmti, c) {
+                    batch.push((c, name.to_string()));
+                } else {
+                    without_code += 1;
+                }
             }
         }
         // By name: GetLoadedClasses's order varies a little from run to run, and the class cache
@@ -753,6 +767,7 @@ impl Agent {
         let mut s = lock(&self.stats);
         s.retransform.candidates = batch.len() as u64;
         s.retransform.hidden_left_alone = hidden;
+        s.retransform.without_code = without_code;
         s.retransform.retransformed = ok;
         s.retransform.failed = failed;
         s.retransform.batch_ok = batch_ok;

@@ -551,6 +551,16 @@ impl Jvmti {
         Ok(v != 0)
     }
 
+    /// A method's access flags (`GetMethodModifiers`, slot 66).
+    pub fn method_modifiers(self, method: jmethodID) -> Result<jint, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint) -> JvmtiError;
+        let f = jvmti_fn!(self, 66, F);
+        let mut v: jint = 0;
+        // SAFETY: slot 66 is GetMethodModifiers(env, jmethodID, jint*); the out is a local.
+        check(unsafe { f(self.0, method, &mut v) })?;
+        Ok(v)
+    }
+
     pub fn is_method_native(self, method: jmethodID) -> Result<bool, Error> {
         self.method_flag(76, method)
     }

@@ -73,6 +73,9 @@ pub struct RetransformStats {
     /// Hidden classes already defined at VMInit, which cannot be retransformed: never
     /// instrumented.
     pub hidden_left_alone: u64,
+    /// Classes without code (no method but abstract or native ones), which a retransformation
+    /// would leave as they are: not retransformed.
+    pub without_code: u64,
     pub ns: u64,
     pub failure_examples: Vec<String>,
 }
@@ -196,11 +199,12 @@ impl Summary {
         let r = &s.retransform;
         let _ = writeln!(
             o,
-            "  loaded before VMInit: {} retransformed in one batch ({} failed{}) in {:.1} ms; {} hidden classes left alone",
+            "  loaded before VMInit: {} retransformed in one batch ({} failed{}) in {:.1} ms; {} without code and {} hidden classes left alone",
             r.retransformed,
             r.failed,
             if r.batch_ok || r.candidates == 0 { "" } else { ", batch retried class by class" },
             r.ns as f64 / 1e6,
+            r.without_code,
             r.hidden_left_alone
         );
         let _ = writeln!(
