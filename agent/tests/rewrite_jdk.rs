@@ -136,17 +136,20 @@ fn run(every: usize) {
         }
     }
     assert_eq!(alloc_probes_left, 0, "allocation probes in classes rewritten without them");
-    // As the VMInit batch rewrites: the same registry calls, and no appended Utf8 entry equal to
-    // one the class has (HotSpot's merge of the old and new pools would map it onto the old
-    // one and move every later appended entry; rewrite/pool.rs, `reuse_utf8`).
+    // As the VMInit batch rewrites: the same registry calls and probes, and no appended Utf8
+    // entry equal to one the class has (HotSpot's merge of the old and new pools would map it
+    // onto the old one and move every later appended entry; rewrite/pool.rs, `reuse_utf8`).
     let mut retransform = Counter { retransforming: true, ..Counter::default() };
     let mut duplicated = Vec::new();
     for (i, out) in &outputs {
         let again = rewrite_class(&classes[*i], &mut retransform).unwrap().bytes;
         assert_eq!(again.is_some(), out.is_some(), "{}", files[*i].display());
-        let Some(again) = again else { continue };
-        if let Err(e) = check_class(&again) {
-            check_errors.push(format!("{} (retransformed): {e}", files[*i].display()));
+        let (Some(again), Some(out)) = (again, out) else { continue };
+        match (check_class(&again), check_class(out)) {
+            // The same probes, so as many calls of the runtime.
+            (Ok(a), Ok(o)) => assert_eq!(a.runtime_calls, o.runtime_calls, "{}", files[*i].display()),
+            (Err(e), _) => check_errors.push(format!("{} (retransformed): {e}", files[*i].display())),
+            (Ok(_), Err(_)) => {} // reported above
         }
         let (old, old_count) = utf8_entries(&classes[*i]);
         let (new, _) = utf8_entries(&again);

@@ -5,7 +5,7 @@
 //! ranges are ordered boundaries with a boundary handler, StackMapTable frames sit on
 //! instruction boundaries (strictly increasing) and Uninitialized types name a `new`,
 //! LineNumberTable offsets are inside the code, LocalVariable(Type)Table ranges are inside the
-//! code, and a rewritten method's entry probe is the leaf one exactly when it has no site probe
+//! code, every invokestatic names a method of a class, and a rewritten method's entry probe is the leaf one exactly when it has no site probe
 //! (a method of a class a recording leaves out has drop probes only).
 //! It does not type-check (that is what running the JVM verifier in the tests is for).
 
@@ -67,6 +67,9 @@ pub fn check_class(bytes: &[u8]) -> Result<CheckSummary, String> {
                 sum.invokes += 1;
                 if ins.op == 0xB8 {
                     let idx = be_u16(code, ins.off as usize + 1).unwrap_or(0);
+                    if !matches!(cf.cp.member_ref(idx), Some((c, _, _)) if cf.cp.class_name(c).is_some()) {
+                        return Err(err(&mname, format!("invokestatic at {} names no method (#{idx})", ins.off)));
+                    }
                     if let Some((c, n, _)) = cf.cp.member_ref(idx) {
                         if cf.cp.class_name(c) == Some(RUNTIME_CLASS.as_bytes()) {
                             sum.runtime_calls += 1;

@@ -305,6 +305,19 @@ impl Switch {
 }
 
 impl Decoded {
+    /// The runtime methods the site and drop probes [`emit`] writes call
+    /// ([`RuntimeMethod::bit`]s).
+    pub fn probe_methods(&self) -> u8 {
+        self.insns.iter().fold(0, |set, ins| {
+            let site = match ins.probe {
+                Probe::Call => RuntimeMethod::Call.bit(),
+                Probe::Alloc => RuntimeMethod::Alloc.bit(),
+                Probe::None => 0,
+            };
+            set | site | if ins.handler || ins.drop { RuntimeMethod::Drop.bit() } else { 0 }
+        })
+    }
+
     /// Appends a plain instruction to the open run (`run`), or starts one.
     #[inline]
     fn add_plain(&mut self, off: u32, len: u32, op: u8, run: &mut bool) {
@@ -962,6 +975,11 @@ impl Direct {
     /// The new code: `entry` (the entry probe) and the body.
     pub fn body(&self) -> &[u8] {
         &self.body[..self.body_len]
+    }
+
+    /// The runtime methods of the probes [`Direct::link`] links ([`RuntimeMethod::bit`]s).
+    pub fn probe_methods(&self) -> u8 {
+        self.links.iter().fold(0, |set, &(_, m)| set | m.bit())
     }
 
     /// Writes the class's Methodrefs of the runtime into the site probes.

@@ -94,6 +94,12 @@ impl RuntimeMethod {
         RuntimeMethod::Drop,
     ];
 
+    /// This method's bit in a set of runtime methods (the probes of a method need, see
+    /// `PoolEdit::runtime_refs`).
+    pub const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
     pub const fn name(self) -> &'static str {
         match self {
             RuntimeMethod::Enter => "enter",
@@ -278,6 +284,14 @@ pub struct ProbeLocals {
 }
 
 impl ProbeLocals {
+    /// The runtime methods the entry probe of a method with these locals calls.
+    pub fn entry_methods(self) -> u8 {
+        match self.leaf {
+            true => RuntimeMethod::Leaf.bit(),
+            false => RuntimeMethod::Enter.bit() | RuntimeMethod::Version.bit(),
+        }
+    }
+
     /// The probe locals of a method whose own locals end at `max_locals`; None when they would
     /// not fit into the u2 `max_locals`.
     pub fn after(max_locals: u16, leaf: bool) -> Option<ProbeLocals> {
