@@ -473,10 +473,20 @@ impl Jvmti {
 
     /// `GetMaxLocals` (slot 68).
     pub fn max_locals(self, method: jmethodID) -> Result<jint, Error> {
+        self.method_int(68, method)
+    }
+
+    /// A method's access flags (`GetMethodModifiers`, slot 66).
+    pub fn method_modifiers(self, method: jmethodID) -> Result<jint, Error> {
+        self.method_int(66, method)
+    }
+
+    fn method_int(self, slot: usize, method: jmethodID) -> Result<jint, Error> {
         type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint) -> JvmtiError;
-        let f = jvmti_fn!(self, 68, F);
+        let f = jvmti_fn!(self, slot, F);
         let mut v: jint = 0;
-        // SAFETY: slot 68; out is a local.
+        // SAFETY: slots 66 (GetMethodModifiers) and 68 (GetMaxLocals) share this signature; the
+        // out is a local.
         check(unsafe { f(self.0, method, &mut v) })?;
         Ok(v)
     }
@@ -549,16 +559,6 @@ impl Jvmti {
         // SAFETY: slots 76 (IsMethodNative) and 91 (IsMethodObsolete) share this signature.
         check(unsafe { f(self.0, method, &mut v) })?;
         Ok(v != 0)
-    }
-
-    /// A method's access flags (`GetMethodModifiers`, slot 66).
-    pub fn method_modifiers(self, method: jmethodID) -> Result<jint, Error> {
-        type F = unsafe extern "C" fn(*mut JvmtiEnv, jmethodID, *mut jint) -> JvmtiError;
-        let f = jvmti_fn!(self, 66, F);
-        let mut v: jint = 0;
-        // SAFETY: slot 66 is GetMethodModifiers(env, jmethodID, jint*); the out is a local.
-        check(unsafe { f(self.0, method, &mut v) })?;
-        Ok(v)
     }
 
     pub fn is_method_native(self, method: jmethodID) -> Result<bool, Error> {
