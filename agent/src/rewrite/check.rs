@@ -5,8 +5,9 @@
 //! ranges are ordered boundaries with a boundary handler, StackMapTable frames sit on
 //! instruction boundaries (strictly increasing) and Uninitialized types name a `new`,
 //! LineNumberTable offsets are inside the code, LocalVariable(Type)Table ranges are inside the
-//! code, every invokestatic names a method of a class, and a rewritten method's entry probe is the leaf one exactly when it has no site probe
-//! (a method of a class a recording leaves out has drop probes only).
+//! code, every invokestatic names a method of a class, and a rewritten method's entry probe is
+//! the leaf one exactly when it has no site probe (a method of a class a recording leaves out
+//! has drop probes only).
 //! It does not type-check (that is what running the JVM verifier in the tests is for).
 
 use super::classfile::{be_u16, for_each_attr, ClassFile, Reader};
@@ -67,18 +68,16 @@ pub fn check_class(bytes: &[u8]) -> Result<CheckSummary, String> {
                 sum.invokes += 1;
                 if ins.op == 0xB8 {
                     let idx = be_u16(code, ins.off as usize + 1).unwrap_or(0);
-                    if !matches!(cf.cp.member_ref(idx), Some((c, _, _)) if cf.cp.class_name(c).is_some()) {
+                    let Some((c, n, _)) = cf.cp.member_ref(idx).filter(|&(c, _, _)| cf.cp.class_name(c).is_some()) else {
                         return Err(err(&mname, format!("invokestatic at {} names no method (#{idx})", ins.off)));
-                    }
-                    if let Some((c, n, _)) = cf.cp.member_ref(idx) {
-                        if cf.cp.class_name(c) == Some(RUNTIME_CLASS.as_bytes()) {
-                            sum.runtime_calls += 1;
-                            let name = cf.cp.utf8(n).unwrap_or(b"");
-                            entry.get_or_insert(name);
-                            site_probes += (name == b"call" || name == b"alloc") as u32;
-                            entry_probes += (name == b"enter" || name == b"leaf") as u32;
-                            sum.alloc_probes += (name == b"alloc") as u32;
-                        }
+                    };
+                    if cf.cp.class_name(c) == Some(RUNTIME_CLASS.as_bytes()) {
+                        sum.runtime_calls += 1;
+                        let name = cf.cp.utf8(n).unwrap_or(b"");
+                        entry.get_or_insert(name);
+                        site_probes += (name == b"call" || name == b"alloc") as u32;
+                        entry_probes += (name == b"enter" || name == b"leaf") as u32;
+                        sum.alloc_probes += (name == b"alloc") as u32;
                     }
                 }
             }

@@ -370,6 +370,27 @@ mod tests {
         assert!(drop as u32 > have.len() as u32 && ctx as u32 > have.len() as u32 && int as u32 > have.len() as u32);
     }
 
+    /// A retransformed class gets the Methodref of a runtime method at its first need, once;
+    /// one it never needs is never appended.
+    #[test]
+    fn retransformed_pools_get_the_runtime_methods_asked_for() {
+        let (cp, _) = ConstPool::parse(&[], 0, 1, PoolBuffers::default()).unwrap();
+        let mut pool = PoolEdit::new(cp, Vec::new());
+        pool.reuse_utf8();
+        let drop = pool.runtime_refs(RuntimeMethod::Drop.bit());
+        let count = pool.app.count();
+        let both = pool.runtime_refs(RuntimeMethod::Drop.bit() | RuntimeMethod::Call.bit());
+        assert_eq!(drop.0[RuntimeMethod::Drop as usize], both.0[RuntimeMethod::Drop as usize], "appended once");
+        // The Call Methodref and its name, NameAndType and descriptor.
+        assert_eq!(pool.app.count(), count + 4);
+        let unasked = [RuntimeMethod::Enter, RuntimeMethod::Version, RuntimeMethod::Alloc, RuntimeMethod::Leaf];
+        assert!(unasked.iter().all(|&m| both.0[m as usize] == 0), "{:?}", both.0);
+        let all = pool.app.bytes.clone();
+        let (cp, _) = ConstPool::parse(&all, 0, pool.app.count() as usize, PoolBuffers::default()).unwrap();
+        let (_, name, _) = cp.member_ref(both.0[RuntimeMethod::Call as usize]).unwrap();
+        assert_eq!(cp.utf8(name), Some(&b"call"[..]));
+    }
+
     /// The runtime methods' Methodrefs, appended from the template to pools of several sizes,
     /// name the runtime class and each method's own name and descriptor.
     #[test]
