@@ -510,7 +510,7 @@ fn rewrite_direct<'a>(
             (push_for(id, pool), locals)
         }
     };
-    let refs = pool.runtime_refs(locals.entry_methods() | s.direct.probe_methods());
+    let refs = pool.runtime_refs(|| locals.entry_methods() | s.direct.probe_methods());
     let direct = &mut s.direct;
     direct.link(&refs)?;
     // The entry probe, which goes before the body.
@@ -634,7 +634,7 @@ fn rewrite_general<'a>(
     } else {
         None
     };
-    let refs = pool.runtime_refs(locals.entry_methods() | d.probe_methods());
+    let refs = pool.runtime_refs(|| locals.entry_methods() | d.probe_methods());
 
     // The new Code attribute.
     out.reserve(m.attr.len() + worst_bound as usize - code_len);
@@ -669,7 +669,7 @@ pub(crate) fn drop_at_handlers<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, 
     } else {
         None
     };
-    let refs = pool.runtime_refs(d.probe_methods());
+    let refs = pool.runtime_refs(|| d.probe_methods());
     s.pushes.clear();
     s.pushes.resize(d.insns.len(), None);
     let attr_start = write_code_header(cx, m, &c, c.max_stack, None, out)?;

@@ -207,14 +207,15 @@ impl<'a> PoolEdit<'a> {
 
     /// Methodrefs of the runtime methods, appended on first use (after the runtime class's
     /// Class entry, if that is appended too): one copy of [`refs_template`] with its indices
-    /// made absolute. With [`PoolEdit::reuse_utf8`], only those of `needs` (bits of
-    /// [`RuntimeMethod::bit`]: the methods the caller's probes call) and of earlier calls, each
-    /// appended at its first need (the others' entries are 0): a retransformed class that calls
-    /// fewer gives HotSpot's merge fewer entries to search its pool for (over a start's batch,
-    /// 1.1 of the six go unused per class when counting, 1.9 in a recording).
-    pub fn runtime_refs(&mut self, needs: u8) -> RuntimeRefs {
+    /// made absolute. With [`PoolEdit::reuse_utf8`], only those of `needs()` (bits of
+    /// [`RuntimeMethod::bit`]: the methods the caller's probes call; asked only then) and of
+    /// earlier calls, each appended at its first need (the others' entries are 0): a
+    /// retransformed class that calls fewer gives HotSpot's merge fewer entries to search its
+    /// pool for (over a start's batch, 1.1 of the six go unused per class when counting, 1.9 in
+    /// a recording).
+    pub fn runtime_refs(&mut self, needs: impl FnOnce() -> u8) -> RuntimeRefs {
         if !matches!(self.reuse, Utf8Reuse::Off) {
-            return self.runtime_refs_reusing(needs);
+            return self.runtime_refs_reusing(needs());
         }
         if let Some(r) = self.runtime {
             return r;
@@ -349,7 +350,7 @@ mod tests {
         let (cp, _) = ConstPool::parse(&orig, 0, have.len() + 1, PoolBuffers::default()).unwrap();
         let mut pool = PoolEdit::new(cp, Vec::new());
         pool.reuse_utf8();
-        let refs = pool.runtime_refs(ALL_METHODS);
+        let refs = pool.runtime_refs(|| ALL_METHODS);
         let (ctx, _, long, _, int) = pool.probe_local_names();
         let array = pool.class(b"[J");
         let all = [&orig[..], &pool.app.bytes].concat();
@@ -377,9 +378,9 @@ mod tests {
         let (cp, _) = ConstPool::parse(&[], 0, 1, PoolBuffers::default()).unwrap();
         let mut pool = PoolEdit::new(cp, Vec::new());
         pool.reuse_utf8();
-        let drop = pool.runtime_refs(RuntimeMethod::Drop.bit());
+        let drop = pool.runtime_refs(|| RuntimeMethod::Drop.bit());
         let count = pool.app.count();
-        let both = pool.runtime_refs(RuntimeMethod::Drop.bit() | RuntimeMethod::Call.bit());
+        let both = pool.runtime_refs(|| RuntimeMethod::Drop.bit() | RuntimeMethod::Call.bit());
         assert_eq!(drop.0[RuntimeMethod::Drop as usize], both.0[RuntimeMethod::Drop as usize], "appended once");
         // The Call Methodref and its name, NameAndType and descriptor.
         assert_eq!(pool.app.count(), count + 4);
@@ -401,7 +402,7 @@ mod tests {
             let count = n + 1;
             let (cp, _) = ConstPool::parse(&orig, 0, count, PoolBuffers::default()).unwrap();
             let mut pool = PoolEdit::new(cp, Vec::new());
-            let refs = pool.runtime_refs(ALL_METHODS);
+            let refs = pool.runtime_refs(|| ALL_METHODS);
             let all = [&orig[..], &pool.app.bytes].concat();
             let (cp, end) = ConstPool::parse(&all, 0, pool.app.count() as usize, PoolBuffers::default()).unwrap();
             assert_eq!(end, all.len());
@@ -414,7 +415,7 @@ mod tests {
             }
             // Asked again: the same entries, nothing appended.
             let len = pool.app.bytes.len();
-            assert_eq!(pool.runtime_refs(ALL_METHODS).0, refs.0);
+            assert_eq!(pool.runtime_refs(|| ALL_METHODS).0, refs.0);
             assert_eq!(pool.app.bytes.len(), len);
         }
     }
