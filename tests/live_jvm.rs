@@ -738,6 +738,14 @@ fn exceptions_catch_rethrow_finally() {
             "nested-inner-finally",
             "nested-outer-catch",
             "finally-overrides-throw",
+            "boom-ctor-check-29999",
+            "boom-ctor-check-29997",
+            "marked--1",
+            "boom-ctor-marked-3",
+            "failure-at-100",
+            "boom-ctor-at-102",
+            "sioobe-0",
+            "sioobe-2",
             "main-end",
         ])
         .run();

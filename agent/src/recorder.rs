@@ -713,12 +713,11 @@ impl Recorder {
     }
 
     /// The registry that numbers methods and sites after the encoder's virtual roots, and asks
-    /// for record mode's probes: none for allocations (not recorded yet), and with classes left
-    /// out a drop probe after every call.
+    /// for record mode's probes ([`ProbeChoice::record`]; with classes left out a drop probe
+    /// after every call).
     pub fn registry(&self) -> Registry {
         let (m, s) = self.encoder.next_ids();
-        let probes = ProbeChoice { alloc_sites: false, drop_after_calls: self.drop_after_calls };
-        Registry::starting_at(m.0, s.0).with_probes(probes)
+        Registry::starting_at(m.0, s.0).with_probes(ProbeChoice::record(self.drop_after_calls))
     }
 
     /// A class's methods and sites, as the rewriter registered them (the publish sink): one
@@ -881,8 +880,9 @@ impl Recorder {
     /// A leaf frame keeps no context (rewrite/probes.rs): the walk goes on below it to the leaf's
     /// caller, and then computes the leaf's context by Algorithm 1 from there, as its entry would
     /// have (with a location site: the leaf's entry dropped the pending record of its call).
-    /// Leaves are found only where the JVM called out of one (class loading, `<clinit>`), so
-    /// there are few per walk.
+    /// Leaves are found where the JVM called out of one (class loading, `<clinit>`) and where
+    /// one calls to build the exception it throws (rewrite/method.rs, `throw_leaf`), so there
+    /// are few per walk.
     fn walk(&self, pending: Option<(u32, Context)>, callee: Option<u32>) -> Caller {
         self.walk_from(0, pending, callee, callee.is_none())
     }

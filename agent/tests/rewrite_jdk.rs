@@ -15,8 +15,8 @@ use lucce_agent::rewrite::{rewrite_class, MethodInfo, ProbeChoice, SiteInfo, Sit
 struct Counter {
     methods: u32,
     sites: u32,
-    /// As in record mode: no allocation probes.
-    no_alloc_sites: bool,
+    /// The probes asked for (counting mode's by default).
+    choice: ProbeChoice,
     /// Every method through the rewriter's general path.
     general: bool,
     /// As the agent rewrites a class being retransformed (the VMInit batch).
@@ -29,7 +29,7 @@ impl SiteRegistry for Counter {
     }
 
     fn probes(&self) -> ProbeChoice {
-        ProbeChoice { alloc_sites: !self.no_alloc_sites, drop_after_calls: false }
+        self.choice
     }
 
     fn retransforming(&self) -> bool {
@@ -120,22 +120,39 @@ fn run(every: usize) {
     }
     let second = t.elapsed();
 
-    // As record mode rewrites: without allocation probes (more methods are leaves).
-    let mut no_alloc = Counter { no_alloc_sites: true, ..Counter::default() };
-    let mut alloc_probes_left = 0;
+    // As record mode rewrites: without allocation probes, and without call probes in methods
+    // whose calls only build exceptions (more methods are leaves); and with those call probes,
+    // which must be the only difference. The check requires the leaf entry probe exactly in the
+    // methods without site probes.
+    let record = ProbeChoice::record(false);
+    let mut counters = [record, ProbeChoice { throw_path_calls: true, ..record }].map(|choice| Counter { choice, ..Counter::default() });
+    let (mut alloc_probes_left, mut throw_leaves, mut call_probes) = (0, 0u64, [0u64; 2]);
     let mut check_errors = Vec::new();
     for (i, out) in &outputs {
-        let no_alloc_out = rewrite_class(&classes[*i], &mut no_alloc).ok().and_then(|o| o.bytes);
-        let checked = out.iter().map(|b| (b, false)).chain(no_alloc_out.iter().map(|b| (b, true)));
-        for (b, without_alloc) in checked {
-            match check_class(b) {
-                Ok(sum) if without_alloc => alloc_probes_left += sum.alloc_probes,
-                Ok(_) => {}
-                Err(e) => check_errors.push(format!("{}: {e}", files[*i].display())),
+        if let Some(b) = out {
+            if let Err(e) = check_class(b) {
+                check_errors.push(format!("{}: {e}", files[*i].display()));
+            }
+        }
+        for (k, reg) in counters.iter_mut().enumerate() {
+            let o = rewrite_class(&classes[*i], reg).unwrap();
+            throw_leaves += (k == 0) as u64 * o.stats.throw_leaves as u64;
+            let Some(b) = o.bytes else { continue };
+            match check_class(&b) {
+                Ok(sum) => {
+                    alloc_probes_left += sum.alloc_probes;
+                    call_probes[k] += sum.call_probes as u64;
+                }
+                Err(e) => check_errors.push(format!("{} ({:?}): {e}", files[*i].display(), reg.choice)),
             }
         }
     }
     assert_eq!(alloc_probes_left, 0, "allocation probes in classes rewritten without them");
+    // In the JDK, about one method in forty only builds exceptions (`checkIndex`-like ones).
+    assert!(throw_leaves * 100 > methods, "{throw_leaves} of {methods} methods are leaves that only throw");
+    assert!(call_probes[0] < call_probes[1], "call probes without and with those on throw paths: {call_probes:?}");
+    assert_eq!(counters[0].methods, counters[1].methods);
+    eprintln!("record mode: {throw_leaves} of {methods} methods are leaves that only throw; call probes {call_probes:?} (without, with those)");
     // As the VMInit batch rewrites: the same registry calls and probes, and no appended Utf8
     // entry equal to one the class has (HotSpot's merge of the old and new pools would map it
     // onto the old one and move every later appended entry; rewrite/pool.rs, `reuse_utf8`).

@@ -110,6 +110,54 @@ public class LiveExceptions {
         }
     }
 
+    /**
+     * Calls only to build what it throws: in record mode a leaf, whose calls get no probes
+     * (agent/src/rewrite/method.rs, throw_leaf), so Boom's constructor finds this frame by a walk.
+     */
+    static void check(int i, int limit) {
+        if (i >= limit) throw new Boom("check-" + i);
+    }
+
+    /** A mark before the throw: a call of the lucce API keeps its probes (not a leaf). */
+    static void checkMarked(int i) {
+        if (i < 0) {
+            Lucce.mark(T.here("marked-" + i));
+            throw new Boom("marked" + i);
+        }
+    }
+
+    static Boom failure(String why) {
+        Lucce.mark(T.here("failure-" + why));
+        return new Boom(why);
+    }
+
+    /** A leaf too: its call is a factory that is not one. */
+    static int at(int[] a, int i) {
+        if (i >= a.length) throw failure("at-" + i);
+        return a[i];
+    }
+
+    /** Hot loops (compiled, the leaves inlined) that throw now and then, from the leaves above and from the JDK's (String.charAt). */
+    static int throwLeaves() {
+        int[] a = new int[100];
+        int caught = 0;
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < 30000; i++) {
+                try {
+                    check(i, 29999 - round);
+                    checkMarked(i == 20000 + round ? -1 - round : i);
+                    caught += at(a, i % 5000 == 4999 ? 100 + round : i % 100);
+                    caught += "abc".charAt(i % 7000 == 6999 ? 3 + round : 1);
+                } catch (Boom e) {
+                    caught++;
+                } catch (StringIndexOutOfBoundsException e) {
+                    Lucce.mark(T.here("sioobe-" + round));
+                }
+            }
+        }
+        return caught;
+    }
+
     public static void main(String[] args) throws Exception {
         catcher("first");
         catcher("second");
@@ -118,6 +166,7 @@ public class LiveExceptions {
         withResources("throw");
         System.out.println("loop caught " + loopy());
         System.out.println("nested " + nested());
+        System.out.println("throw leaves " + throwLeaves());
         Lucce.mark(T.here("main-end"));
     }
 }

@@ -23,6 +23,8 @@ pub struct CheckSummary {
     pub runtime_calls: u32,
     /// All invoke instructions (including the runtime calls).
     pub invokes: u32,
+    /// Calls of the runtime's `call`.
+    pub call_probes: u32,
     /// Calls of the runtime's `alloc`.
     pub alloc_probes: u32,
 }
@@ -77,6 +79,7 @@ pub fn check_class(bytes: &[u8]) -> Result<CheckSummary, String> {
                         entry.get_or_insert(name);
                         site_probes += (name == b"call" || name == b"alloc") as u32;
                         entry_probes += (name == b"enter" || name == b"leaf") as u32;
+                        sum.call_probes += (name == b"call") as u32;
                         sum.alloc_probes += (name == b"alloc") as u32;
                     }
                 }

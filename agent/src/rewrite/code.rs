@@ -203,6 +203,46 @@ pub(crate) const fn is_alloc(op: u8) -> bool {
     matches!(op, 0xBB | 0xBC | 0xBD | 0xC5)
 }
 
+/// Longest code [`invokes_only_before_throws`] reads: the methods it finds are small (of the 628
+/// among the 1,659 classes h2's JVM loads, 624 are shorter), and a long one would cost a scan of
+/// all its code up to its first call.
+const THROW_LEAF_MAX_CODE: usize = 256;
+
+/// Whether `code` has an invoke and every invoke is on a straight run of instructions that ends
+/// in `athrow`: no branch, switch, `jsr`, `ret` or return between an invoke and the next
+/// `athrow`. Such calls only build the exception (`throw new E(...)`, `throw outOfBounds(i)`).
+/// Stops at the first invoke followed by anything else, so most methods cost a few
+/// instructions; false for malformed code (which the rewrite itself then reports) and for code
+/// longer than [`THROW_LEAF_MAX_CODE`].
+pub(crate) fn invokes_only_before_throws(code: &[u8]) -> bool {
+    const ATHROW: u8 = 0xBF;
+    if code.len() > THROW_LEAF_MAX_CODE {
+        return false;
+    }
+    let (mut off, mut any, mut pending) = (0, false, false);
+    while let Some(&op) = code.get(off) {
+        match op {
+            ATHROW => pending = false,
+            // if*, goto, jsr, ret, the switches, the returns, ifnull, ifnonnull, goto_w, jsr_w,
+            // and `wide ret`.
+            0x99..=0xB1 | 0xC6..=0xC9 if pending => return false,
+            OP_WIDE if pending && code.get(off + 1) == Some(&0xA9) => return false,
+            _ if is_invoke(op) => (any, pending) = (true, true),
+            _ => {}
+        }
+        off += match FIXED_LEN[op as usize] {
+            INVALID => return false,
+            0 => match any_insn_len(code, off) {
+                Some(len) => len,
+                None => return false,
+            },
+            len => len as usize,
+        };
+    }
+    // An instruction that overruns the code moved `off` past its end.
+    any && !pending && off == code.len()
+}
+
 /// Switch padding for an opcode at `pos`: operands start at the next multiple of 4.
 #[inline]
 pub(crate) fn switch_pad(pos: u32) -> u32 {
@@ -1245,6 +1285,27 @@ mod tests {
             assert_eq!(any_insn_len(&code, at), Some(next - at), "tableswitch at {at}");
             assert_eq!(any_insn_len(&code, next), Some(code.len() - next), "lookupswitch at {next}");
             assert_eq!(any_insn_len(&code[..code.len() - 1], next), None, "cut short");
+        }
+    }
+
+    #[test]
+    fn invokes_only_before_throws_needs_straight_runs_to_athrow() {
+        const INVOKE: [u8; 3] = [0xB8, 0, 1];
+        let cases: [(&str, Vec<u8>, bool); 10] = [
+            ("a call, then athrow", [&[0x2A][..], &INVOKE, &[0xBF]].concat(), true),
+            // iload_0; ifge 12; new; dup; invokespecial; athrow; return
+            ("a throw branched around", vec![0x1A, 0x9C, 0, 11, 0xBB, 0, 2, 0x59, 0xB7, 0, 3, 0xBF, 0xB1], true),
+            ("a call, then return", [&INVOKE[..], &[0xB1]].concat(), false),
+            ("a call, then goto", [&INVOKE[..], &[0xA7, 0xFF, 0xFD]].concat(), false),
+            ("a call, then a branch", [&INVOKE[..], &[0x9A, 0, 4, 0xBF, 0xB1]].concat(), false),
+            ("no call", vec![0x03, 0xAC], false),
+            ("a second call returns", [&INVOKE[..], &[0xBF], &INVOKE, &[0xAC]].concat(), false),
+            ("a call, then wide ret", [&INVOKE[..], &[0xC4, 0xA9, 0, 1]].concat(), false),
+            ("truncated", vec![0xB8, 0], false),
+            ("too long", [&[0x00; THROW_LEAF_MAX_CODE][..], &INVOKE, &[0xBF]].concat(), false),
+        ];
+        for (what, code, want) in cases {
+            assert_eq!(invokes_only_before_throws(&code), want, "{what}");
         }
     }
 

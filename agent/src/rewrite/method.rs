@@ -233,6 +233,10 @@ pub(crate) fn rewrite_method<'a>(
     read_tables(&c, s)?;
     read_handlers(&c, &mut s.handlers)?;
     let object_init = cx.this_is_object && m.name == "<init>";
+    if !reg.probes().throw_path_calls && !object_init && throw_leaf(cx, m, &c, pool, s) {
+        rewrite_general(cx, m, &c, pool, reg, s, out, false)?;
+        return Ok(Path::ThrowLeaf);
+    }
     let direct = reg.direct_rewrite()
         && c.code.len() as u32 <= code::DIRECT_MAX_CODE
         && s.handlers.len() <= code::DIRECT_MAX_HANDLERS
@@ -268,6 +272,38 @@ pub(crate) enum Path {
     General,
     /// The general one without site probes, for this reason.
     EntryOnly(SkipReason),
+    /// The general one without site probes: a leaf whose calls only build exceptions
+    /// ([`throw_leaf`]).
+    ThrowLeaf,
+}
+
+/// Whether `m` is a leaf when calls on throw paths get no probe
+/// ([`super::ProbeChoice::throw_path_calls`]): its invokes only build the exceptions it throws
+/// ([`code::invokes_only_before_throws`]), it has no exception handler (one could catch what it
+/// throws and go on: its calls could then be a loop's), and none of them calls the lucce API
+/// (whose natives take the call's record). It is not the define hook's method, whose entry
+/// probe needs the locals of a method with sites. Each call such a leaf makes finds its caller
+/// by a stack walk (agent/src/recorder.rs, `walk`), as a call from an entry-only method does:
+/// exact, and once per exception.
+fn throw_leaf<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, c: &CodeAttr<'a>, pool: &PoolEdit<'a>, s: &mut Scratch<'a>) -> bool {
+    if c.nexc != 0 || is_define_hook(cx, m) || !code::invokes_only_before_throws(c.code) {
+        return false;
+    }
+    let mut off = 0;
+    while let Some(len) = code::any_insn_len(c.code, off) {
+        if code::is_invoke(c.code[off]) && invoke_target(c.code, off as u32, &pool.cp, &mut s.targets).api {
+            return false;
+        }
+        off += len;
+    }
+    true
+}
+
+/// Whether `m` is the method the define hook instruments ([`probes::DEFINE_HOOK`]): an instance
+/// method of that class, name and descriptor (its parameters' slots hold for that only).
+fn is_define_hook(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>) -> bool {
+    let hook = &probes::DEFINE_HOOK;
+    m.access & super::ACC_STATIC == 0 && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor
 }
 
 /// Locates the parts of the method's Code attribute and classifies its sub-attributes into
@@ -444,10 +480,8 @@ fn method_info<'n>(cx: &ClassCtx<'_, 'n>, m: &MethodIn<'_, 'n>, leaf: bool) -> M
 /// hooked method (see [`probes::DEFINE_HOOK`]; not a leaf).
 fn probe_locals(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, max_locals: u16, leaf: bool, pool: &mut PoolEdit<'_>) -> Result<ProbeLocals, SkipReason> {
     let mut locals = ProbeLocals::after(max_locals, leaf).ok_or(SkipReason::TooManyLocals)?;
-    let hook = &probes::DEFINE_HOOK;
-    // Its parameters' slots hold for an instance method of that descriptor only.
-    let instance = m.access & super::ACC_STATIC == 0;
-    if instance && !leaf && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor {
+    if !leaf && is_define_hook(cx, m) {
+        let hook = &probes::DEFINE_HOOK;
         locals.define_hook = Some(pool.runtime_method(hook.runtime_method, hook.runtime_descriptor));
     }
     Ok(locals)

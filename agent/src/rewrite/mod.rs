@@ -164,24 +164,36 @@ pub struct ProbeChoice {
     /// may reach and return from without entering anything instrumented, leaving the record
     /// valid for a later entry from them (agent/src/recorder.rs, "Which frame called me").
     pub drop_after_calls: bool,
+    /// Call probes in a method whose every invoke lies on a straight run of code that ends in
+    /// `athrow` (`StringLatin1.charAt`, `Buffer.position(int)`: calls that build the exception
+    /// only). Without them such a method is a leaf, whose entry costs no lookup; a call it
+    /// makes walks the stack, once per exception thrown (method.rs, `throw_leaf`). Counting
+    /// mode keeps them, since it counts every call site.
+    pub throw_path_calls: bool,
 }
 
 impl Default for ProbeChoice {
     /// Counting mode's.
     fn default() -> Self {
-        ProbeChoice { alloc_sites: true, drop_after_calls: false }
+        ProbeChoice { alloc_sites: true, drop_after_calls: false, throw_path_calls: true }
     }
 }
 
 impl ProbeChoice {
+    /// Record mode's: no allocation probes (nothing records allocations yet: more methods are
+    /// leaves), no call probes on throw paths, and with `drop_after_calls` (classes left out)
+    /// a drop probe after every call.
+    pub fn record(drop_after_calls: bool) -> Self {
+        ProbeChoice { alloc_sites: false, drop_after_calls, throw_path_calls: false }
+    }
+
     /// The part of the class cache's file names that tells the choice.
-    pub fn tag(self) -> &'static str {
-        match (self.alloc_sites, self.drop_after_calls) {
-            (true, false) => "a",
-            (false, false) => "n",
-            (true, true) => "ad",
-            (false, true) => "nd",
-        }
+    pub fn tag(self) -> String {
+        [(self.alloc_sites, "a"), (!self.alloc_sites, "n"), (self.drop_after_calls, "d"), (!self.throw_path_calls, "t")]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, t)| *t)
+            .collect()
     }
 }
 
@@ -323,6 +335,9 @@ pub struct ClassStats {
     pub methods_rewritten: u32,
     /// Of them, those the direct rewrite took (see `method.rs`; the others took the general one).
     pub methods_direct: u32,
+    /// Of them, leaves whose calls only build exceptions (their calls get no probes:
+    /// [`ProbeChoice::throw_path_calls`]).
+    pub throw_leaves: u32,
     /// (name + descriptor, reason) of every method with code that was left as it was.
     pub skipped: Vec<(String, SkipReason)>,
     /// (name + descriptor, reason) of every rewritten method whose site probes did not fit: it
@@ -494,6 +509,7 @@ fn rewrite_with<O>(
         let rewritten = match registry.as_deref_mut() {
             Some(registry) => method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch, body).map(|path| {
                 stats.methods_direct += (path == method::Path::Direct) as u32;
+                stats.throw_leaves += (path == method::Path::ThrowLeaf) as u32;
                 if let method::Path::EntryOnly(why) = path {
                     stats.entry_only.push((label(), why));
                 }
