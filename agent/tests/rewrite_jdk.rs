@@ -123,9 +123,10 @@ fn run(every: usize) {
     // As record mode rewrites: without allocation probes, and without call probes in methods
     // whose calls only build exceptions (more methods are leaves); and with those call probes,
     // which must be the only difference. The check requires the leaf entry probe exactly in the
-    // methods without site probes.
+    // methods without site probes. The general path alone gives the same classes here too.
     let record = ProbeChoice::record(false);
     let mut counters = [record, ProbeChoice { throw_path_calls: true, ..record }].map(|choice| Counter { choice, ..Counter::default() });
+    let mut record_general = Counter { choice: record, general: true, ..Counter::default() };
     let (mut alloc_probes_left, mut throw_leaves, mut call_probes) = (0, 0u64, [0u64; 2]);
     let mut check_errors = Vec::new();
     for (i, out) in &outputs {
@@ -136,7 +137,11 @@ fn run(every: usize) {
         }
         for (k, reg) in counters.iter_mut().enumerate() {
             let o = rewrite_class(&classes[*i], reg).unwrap();
-            throw_leaves += (k == 0) as u64 * o.stats.throw_leaves as u64;
+            if k == 0 {
+                throw_leaves += o.stats.throw_leaves as u64;
+                let general = rewrite_class(&classes[*i], &mut record_general).unwrap().bytes;
+                assert!(general == o.bytes, "{}: the direct and general rewrites differ in record mode", files[*i].display());
+            }
             let Some(b) = o.bytes else { continue };
             match check_class(&b) {
                 Ok(sum) => {

@@ -216,7 +216,8 @@ const THROW_LEAF_MAX_CODE: usize = 256;
 /// longer than [`THROW_LEAF_MAX_CODE`].
 pub(crate) fn invokes_only_before_throws(code: &[u8]) -> bool {
     const ATHROW: u8 = 0xBF;
-    if code.len() > THROW_LEAF_MAX_CODE {
+    // Most methods throw nothing: no byte of theirs is an athrow (a fast search, operands too).
+    if code.len() > THROW_LEAF_MAX_CODE || !code.contains(&ATHROW) {
         return false;
     }
     let (mut off, mut any, mut pending) = (0, false, false);
@@ -1033,7 +1034,7 @@ impl Direct {
 
     /// Rewrites `code` into the body. `handlers`: the exception handlers' offsets (sorted, each
     /// once, at most [`DIRECT_MAX_HANDLERS`]), each given a drop probe before its instruction.
-    /// `alloc_probes`: whether allocations get probes. `tail` is
+    /// `call_probes`, `alloc_probes`: whether invokes and allocations get probes. `tail` is
     /// the site probes' tail, `linked` when it has the class's Methodrefs of the runtime already
     /// (otherwise [`Direct::link`] writes them later, as [`probes::link_site`] describes). `site(off,
     /// probe)` is asked at each probe point for the push of its site id, the entry probe's
@@ -1044,6 +1045,7 @@ impl Direct {
         &mut self,
         code: &[u8],
         handlers: &[u32],
+        call_probes: bool,
         alloc_probes: bool,
         tail: &probes::SiteTail,
         linked: bool,
@@ -1159,7 +1161,7 @@ impl Direct {
                         self.fixups.push(Fixup { at: at as u32 + 1, origin: at as u32, target: target_of(o, d, code_len)?, wide });
                         w.put([op, 0, 0, 0, 0], len);
                     }
-                    _ if is_invoke(op) || (alloc_probes && is_alloc(op)) => {
+                    _ if (call_probes && is_invoke(op)) || (alloc_probes && is_alloc(op)) => {
                         let alloc = !is_invoke(op);
                         if alloc {
                             w.run(code, off, &code[off..off + len]);

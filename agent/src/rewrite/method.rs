@@ -233,10 +233,7 @@ pub(crate) fn rewrite_method<'a>(
     read_tables(&c, s)?;
     read_handlers(&c, &mut s.handlers)?;
     let object_init = cx.this_is_object && m.name == "<init>";
-    if !reg.probes().throw_path_calls && !object_init && throw_leaf(cx, m, &c, pool, s) {
-        rewrite_general(cx, m, &c, pool, reg, s, out, false)?;
-        return Ok(Path::ThrowLeaf);
-    }
+    let sites = reg.probes().throw_path_calls || object_init || !throw_leaf(cx, m, &c, pool, s);
     let direct = reg.direct_rewrite()
         && c.code.len() as u32 <= code::DIRECT_MAX_CODE
         && s.handlers.len() <= code::DIRECT_MAX_HANDLERS
@@ -244,9 +241,13 @@ pub(crate) fn rewrite_method<'a>(
         && ProbeLocals::after(c.max_locals, false).is_some()
         && c.max_stack.checked_add(probes::EXTRA_STACK).is_some();
     if direct {
-        if let Walk::Done = rewrite_direct(cx, m, &c, pool, reg, s, out)? {
-            return Ok(Path::Direct);
+        if let Walk::Done = rewrite_direct(cx, m, &c, pool, reg, s, out, sites)? {
+            return Ok(if sites { Path::Direct } else { Path::ThrowLeaf });
         }
+    }
+    if !sites {
+        rewrite_general(cx, m, &c, pool, reg, s, out, false)?;
+        return Ok(Path::ThrowLeaf);
     }
     let start = out.len();
     match rewrite_general(cx, m, &c, pool, reg, s, out, true) {
@@ -272,7 +273,7 @@ pub(crate) enum Path {
     General,
     /// The general one without site probes, for this reason.
     EntryOnly(SkipReason),
-    /// The general one without site probes: a leaf whose calls only build exceptions
+    /// Either one without site probes: a leaf whose calls only build exceptions
     /// ([`throw_leaf`]).
     ThrowLeaf,
 }
@@ -488,7 +489,8 @@ fn probe_locals(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, max_locals: u16, le
 }
 
 /// The direct rewrite (see [`rewrite_method`]); [`Walk::Switch`] when the method must take the
-/// general one (nothing registered, nothing written).
+/// general one (nothing registered, nothing written). Without `sites`, no site probes (a leaf).
+#[allow(clippy::too_many_arguments)]
 fn rewrite_direct<'a>(
     cx: &ClassCtx<'a, '_>,
     m: &MethodIn<'a, '_>,
@@ -497,6 +499,7 @@ fn rewrite_direct<'a>(
     reg: &mut dyn SiteRegistry,
     s: &mut Scratch<'a>,
     out: &mut Vec<u8>,
+    sites: bool,
 ) -> Result<Walk, SkipReason> {
     let code = c.code;
     // Site probes take a non-leaf's locals. In the class's first method with probes, their
@@ -532,7 +535,7 @@ fn rewrite_direct<'a>(
         let id = reg.site(method_id, &SiteInfo { kind, bci: off, line, api, target });
         Ok((push_for(id, pool), entry_len, kind == SiteKind::Call && (drop || probes.drop_after_calls)))
     };
-    if let Walk::Switch = s.direct.walk(code, handlers, probes.alloc_sites, &tail, known_refs.is_some(), site)? {
+    if let Walk::Switch = s.direct.walk(code, handlers, sites, sites && probes.alloc_sites, &tail, known_refs.is_some(), site)? {
         return Ok(Walk::Switch);
     }
     let (method_push, locals) = match method {
