@@ -31,7 +31,7 @@ fn quoted(s: &str) -> String {
 }
 
 const KNOWN: &[&str] =
-    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache", "cache", "after_agents"];
+    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache", "cache", "after_agents", "throw_leaves"];
 
 /// Where a text stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +100,10 @@ pub struct Options {
     /// from it. None: every class is rewritten as it loads.
     pub cache: Option<PathBuf>,
     pub after_agents: AfterAgents,
+    /// Record mode: a method whose calls only build the exception it throws is a leaf, whose
+    /// entry costs no lookup but each of whose throws costs a stack walk
+    /// (`rewrite::ProbeChoice::throw_path_calls`). Off for a program that throws very often.
+    pub throw_leaves: bool,
 }
 
 impl Default for Options {
@@ -121,6 +125,7 @@ impl Default for Options {
             answer_cache: 1 << 16,
             cache: None,
             after_agents: AfterAgents::Auto,
+            throw_leaves: true,
         }
     }
 }
@@ -187,6 +192,7 @@ impl Options {
                     }
                 }
                 "retransform" => o.retransform = parse_bool(value).ok_or_else(|| bad("expected on or off"))?,
+                "throw_leaves" => o.throw_leaves = parse_bool(value).ok_or_else(|| bad("expected on or off"))?,
                 "counters" => {
                     o.counters = match value {
                         "atomic" => CounterMode::Atomic,
@@ -355,6 +361,9 @@ mod tests {
         assert!(matches!(Options::parse("include="), Err(OptionsError::BadValue { .. })));
         assert!(matches!(Options::parse("sample=often"), Err(OptionsError::BadValue { .. })));
         assert!(matches!(Options::parse("out="), Err(OptionsError::BadValue { .. })));
+        assert!(matches!(Options::parse("throw_leaves=maybe"), Err(OptionsError::BadValue { .. })));
+        assert!(Options::parse("").unwrap().throw_leaves);
+        assert!(!Options::parse("throw_leaves=off").unwrap().throw_leaves);
         let o = Options::parse("out=/tmp/x-%p,sample=10,verify=3").unwrap();
         assert_eq!(o.out, Some(PathBuf::from(format!("/tmp/x-{}", std::process::id()))));
         assert_eq!((o.sample, o.verify), (10, 3));

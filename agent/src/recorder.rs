@@ -235,6 +235,8 @@ pub struct Recorder {
     /// call (`rewrite::ProbeChoice`), so pairs entered through left-out code may be trusted
     /// (`caller_frame`).
     drop_after_calls: bool,
+    /// `throw_leaves=` ([`ProbeChoice::throw_path_calls`] is its opposite).
+    throw_leaves: bool,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
     /// jmethodID → what each byte of its bytecode is, as [`OpKinds`] (walks look up the opcode
     /// under a frame; GetBytecodes copies and reconstitutes the whole method, so once per
@@ -695,6 +697,7 @@ impl Recorder {
             sample: options.sample,
             verify: options.verify,
             drop_after_calls: !options.include.is_empty() || !options.exclude.is_empty(),
+            throw_leaves: options.throw_leaves,
             frames: RwLock::new(FxHashMap::default()),
             op_kinds: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
@@ -714,10 +717,11 @@ impl Recorder {
 
     /// The registry that numbers methods and sites after the encoder's virtual roots, and asks
     /// for record mode's probes ([`ProbeChoice::record`]; with classes left out a drop probe
-    /// after every call).
+    /// after every call; with `throw_leaves=off` call probes on throw paths).
     pub fn registry(&self) -> Registry {
         let (m, s) = self.encoder.next_ids();
-        Registry::starting_at(m.0, s.0).with_probes(ProbeChoice::record(self.drop_after_calls))
+        let probes = ProbeChoice { throw_path_calls: !self.throw_leaves, ..ProbeChoice::record(self.drop_after_calls) };
+        Registry::starting_at(m.0, s.0).with_probes(probes)
     }
 
     /// A class's methods and sites, as the rewriter registered them (the publish sink): one
