@@ -100,7 +100,7 @@ const ATTACH_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 /// Whether any method of `class` has bytecode (is neither abstract nor native); true when
 /// JVMTI cannot say.
 fn has_code(jvmti: Jvmti, class: jclass) -> bool {
-    const ABSTRACT_OR_NATIVE: jint = 0x0400 | 0x0100;
+    const ABSTRACT_OR_NATIVE: jint = (crate::rewrite::ACC_ABSTRACT | crate::rewrite::ACC_NATIVE) as jint;
     let Ok(methods) = jvmti.class_methods(class) else { return true };
     methods.iter().any(|&m| jvmti.method_modifiers(m).map_or(true, |f| f & ABSTRACT_OR_NATIVE == 0))
 }

@@ -189,11 +189,8 @@ impl ProbeChoice {
 
     /// The part of the class cache's file names that tells the choice.
     pub fn tag(self) -> String {
-        [(self.alloc_sites, "a"), (!self.alloc_sites, "n"), (self.drop_after_calls, "d"), (!self.throw_path_calls, "t")]
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, t)| *t)
-            .collect()
+        let on = |flag, t| if flag { t } else { "" };
+        format!("{}{}{}", if self.alloc_sites { "a" } else { "n" }, on(self.drop_after_calls, "d"), on(!self.throw_path_calls, "t"))
     }
 }
 
@@ -358,8 +355,8 @@ pub struct RewriteOutcome {
 }
 
 pub(crate) const ACC_STATIC: u16 = 0x0008;
-const ACC_NATIVE: u16 = 0x0100;
-const ACC_ABSTRACT: u16 = 0x0400;
+pub(crate) const ACC_NATIVE: u16 = 0x0100;
+pub(crate) const ACC_ABSTRACT: u16 = 0x0400;
 /// Set in `MethodInfo::access_flags` of `@Hidden` methods (a bit no JVM method flag uses); the
 /// same value as `lucce_encoder::ACC_HIDDEN_FRAME`.
 pub const HIDDEN_FRAME_FLAG: u16 = 0x8000;
