@@ -824,8 +824,29 @@ fn walks_of(tmp: &Path, main: &str, property: &str, n: u32) -> u64 {
     logged_count(&log_text, "walks")
 }
 
+/// A method whose every call certainly enters a leaf of its own class is a leaf too in full
+/// encoding (agent/src/rewrite/leaves.rs), so nothing below it has a record of its caller: marks
+/// made where the JVM calls out of its leaves (a static initializer, an exception's constructor)
+/// walk through them and must equal the JVM's traces, with `sample=1` too (`leaf_callers=on`
+/// forces them there). Calls of leaf callers do not walk, but every sample taken in their callees
+/// does: which shows that they are leaves in the JVM.
+#[test]
+fn leaf_callers_are_exact_and_walk_only_below_upcalls() {
+    let marks = ["late-clinit", "bad-ctor-13", "bad-ctor-99013", "after-loop", "main-end"];
+    Scenario::new("LiveLeafCallers").sample().agent("leaf_callers=on").expect(&marks).run();
+    assert_loop_does_not_walk("LiveLeafCallers", "leafcallers.n", "calls of leaf callers");
+    let walks = |opts: &str| {
+        let (_tmp, out, log_text, _store) = run_logged("LiveLeafCallers", opts);
+        assert_eq!(out.code, Some(0), "{opts}: {}\n{log_text}", out.stderr);
+        logged_count(&log_text, "walks")
+    };
+    // 2,000 iterations, each with six entries below a leaf caller, every one a sample.
+    let (on, off) = (walks("sample=1,leaf_callers=on"), walks("sample=1"));
+    assert!(on >= off + 10_000, "sample=1: {on} walks with leaf_callers=on, {off} without");
+}
+
 /// A method whose calls only build the exception it throws is a leaf in record mode
-/// (agent/src/rewrite/method.rs, `throw_leaf`): each of its throws walks the stack to find it.
+/// (agent/src/rewrite/leaves.rs): each of its throws walks the stack to find it.
 /// `throw_leaves=off` gives its calls their probes back, and its throws walk no more.
 #[test]
 fn throw_leaves_walk_once_per_throw_unless_off() {

@@ -31,7 +31,7 @@ fn quoted(s: &str) -> String {
 }
 
 const KNOWN: &[&str] =
-    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache", "cache", "after_agents", "throw_leaves"];
+    &["out", "sample", "verify", "include", "exclude", "log", "loglevel", "summary", "json", "count_check", "retransform", "counters", "thread_slots", "answer_cache", "cache", "after_agents", "throw_leaves", "leaf_callers"];
 
 /// Where a text stream goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +104,8 @@ pub struct Options {
     /// entry costs no lookup but each of whose throws costs a stack walk
     /// (`rewrite::ProbeChoice::throw_path_calls`). Off for a program that throws very often.
     pub throw_leaves: bool,
+    /// Record mode, `leaf_callers=on|off` (None: not given, see [`Options::leaf_callers`]).
+    pub leaf_callers: Option<bool>,
 }
 
 impl Default for Options {
@@ -126,6 +128,7 @@ impl Default for Options {
             cache: None,
             after_agents: AfterAgents::Auto,
             throw_leaves: true,
+            leaf_callers: None,
         }
     }
 }
@@ -145,6 +148,13 @@ impl Options {
     /// per class.
     pub fn wants_summary(&self) -> bool {
         self.summary != Sink::Off || self.json.is_some()
+    }
+
+    /// Record mode: a method whose every call enters a leaf of its own class is a leaf too
+    /// (`rewrite::ProbeChoice::leaf_calls`). By default only without `sample=`: a sample taken
+    /// at the entry of such a method's callee walks the stack.
+    pub fn leaf_callers(&self) -> bool {
+        self.leaf_callers.unwrap_or(self.sample == 0)
     }
 
     pub fn parse(s: &str) -> Result<Options, OptionsError> {
@@ -193,6 +203,7 @@ impl Options {
                 }
                 "retransform" => o.retransform = parse_bool(value).ok_or_else(|| bad("expected on or off"))?,
                 "throw_leaves" => o.throw_leaves = parse_bool(value).ok_or_else(|| bad("expected on or off"))?,
+                "leaf_callers" => o.leaf_callers = Some(parse_bool(value).ok_or_else(|| bad("expected on or off"))?),
                 "counters" => {
                     o.counters = match value {
                         "atomic" => CounterMode::Atomic,
@@ -364,6 +375,11 @@ mod tests {
         assert!(matches!(Options::parse("throw_leaves=maybe"), Err(OptionsError::BadValue { .. })));
         assert!(Options::parse("").unwrap().throw_leaves);
         assert!(!Options::parse("throw_leaves=off").unwrap().throw_leaves);
+        assert!(matches!(Options::parse("leaf_callers=1x"), Err(OptionsError::BadValue { .. })));
+        assert!(Options::parse("").unwrap().leaf_callers());
+        assert!(!Options::parse("sample=1000").unwrap().leaf_callers());
+        assert!(Options::parse("sample=1000,leaf_callers=on").unwrap().leaf_callers());
+        assert!(!Options::parse("leaf_callers=off").unwrap().leaf_callers());
         let o = Options::parse("out=/tmp/x-%p,sample=10,verify=3").unwrap();
         assert_eq!(o.out, Some(PathBuf::from(format!("/tmp/x-{}", std::process::id()))));
         assert_eq!((o.sample, o.verify), (10, 3));

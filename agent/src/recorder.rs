@@ -237,6 +237,8 @@ pub struct Recorder {
     drop_after_calls: bool,
     /// `throw_leaves=` ([`ProbeChoice::throw_path_calls`] is its opposite).
     throw_leaves: bool,
+    /// `leaf_callers=` ([`ProbeChoice::leaf_calls`] is its opposite).
+    leaf_callers: bool,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
     /// jmethodID → what each byte of its bytecode is, as [`OpKinds`] (walks look up the opcode
     /// under a frame; GetBytecodes copies and reconstitutes the whole method, so once per
@@ -698,6 +700,7 @@ impl Recorder {
             verify: options.verify,
             drop_after_calls: !options.include.is_empty() || !options.exclude.is_empty(),
             throw_leaves: options.throw_leaves,
+            leaf_callers: options.leaf_callers(),
             frames: RwLock::new(FxHashMap::default()),
             op_kinds: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
@@ -717,10 +720,15 @@ impl Recorder {
 
     /// The registry that numbers methods and sites after the encoder's virtual roots, and asks
     /// for record mode's probes ([`ProbeChoice::record`]; with classes left out a drop probe
-    /// after every call; with `throw_leaves=off` call probes on throw paths).
+    /// after every call; with `throw_leaves=off` call probes on throw paths, with
+    /// `leaf_callers=off` in leaf callers).
     pub fn registry(&self) -> Registry {
         let (m, s) = self.encoder.next_ids();
-        let probes = ProbeChoice { throw_path_calls: !self.throw_leaves, ..ProbeChoice::record(self.drop_after_calls) };
+        let probes = ProbeChoice {
+            throw_path_calls: !self.throw_leaves,
+            leaf_calls: !self.leaf_callers,
+            ..ProbeChoice::record(self.drop_after_calls)
+        };
         Registry::starting_at(m.0, s.0).with_probes(probes)
     }
 
@@ -884,9 +892,9 @@ impl Recorder {
     /// A leaf frame keeps no context (rewrite/probes.rs): the walk goes on below it to the leaf's
     /// caller, and then computes the leaf's context by Algorithm 1 from there, as its entry would
     /// have (with a location site: the leaf's entry dropped the pending record of its call).
-    /// Leaves are found where the JVM called out of one (class loading, `<clinit>`) and where
-    /// one calls to build the exception it throws (rewrite/method.rs, `throw_leaf`), so there
-    /// are few per walk.
+    /// Leaves are found where the JVM called out of one (class loading, `<clinit>`), where one
+    /// calls to build the exception it throws, and below such calls in leaf callers
+    /// (rewrite/leaves.rs), so there are few per walk.
     fn walk(&self, pending: Option<(u32, Context)>, callee: Option<u32>) -> Caller {
         self.walk_from(0, pending, callee, callee.is_none())
     }

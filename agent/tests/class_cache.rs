@@ -365,12 +365,18 @@ fn other_builds_files_go_once_a_week_old() {
 
 #[test]
 fn the_mode_names_the_files() {
-    // Record mode has no allocation probes and none on throw paths, and with classes left out
-    // drops after every call: its classes are other caches'.
+    // Record mode has no allocation probes and none on throw paths or in leaf callers, and with
+    // classes left out drops after every call: its classes are other caches'.
     let classes = jdk_classes();
     let dir = filled(classes, &direct(classes));
     let counting = ProbeChoice::default();
-    for other_choice in [ProbeChoice::record(false), ProbeChoice::record(true), ProbeChoice { drop_after_calls: true, ..counting }, ProbeChoice { throw_path_calls: false, ..counting }] {
+    for other_choice in [
+        ProbeChoice::record(false),
+        ProbeChoice::record(true),
+        ProbeChoice { drop_after_calls: true, ..counting },
+        ProbeChoice { throw_path_calls: false, ..counting },
+        ProbeChoice { leaf_calls: false, ..counting },
+    ] {
         let other = ClassCache::open(dir.path(), other_choice).unwrap();
         assert_eq!(other.stats().entries_at_start, 0, "{other_choice:?}");
     }

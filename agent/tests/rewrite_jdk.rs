@@ -121,13 +121,15 @@ fn run(every: usize) {
     let second = t.elapsed();
 
     // As record mode rewrites: without allocation probes, and without call probes in methods
-    // whose calls only build exceptions (more methods are leaves); and with those call probes,
-    // which must be the only difference. The check requires the leaf entry probe exactly in the
-    // methods without site probes. The general path alone gives the same classes here too.
+    // whose calls only build exceptions or enter leaves of their own class (more methods are
+    // leaves); and with either kind of those call probes, which must be the only difference.
+    // The check requires the leaf entry probe exactly in the methods without site probes. The
+    // general path alone gives the same classes here too.
     let record = ProbeChoice::record(false);
-    let mut counters = [record, ProbeChoice { throw_path_calls: true, ..record }].map(|choice| Counter { choice, ..Counter::default() });
+    let mut counters = [record, ProbeChoice { throw_path_calls: true, ..record }, ProbeChoice { leaf_calls: true, ..record }]
+        .map(|choice| Counter { choice, ..Counter::default() });
     let mut record_general = Counter { choice: record, general: true, ..Counter::default() };
-    let (mut alloc_probes_left, mut throw_leaves, mut call_probes) = (0, 0u64, [0u64; 2]);
+    let (mut alloc_probes_left, mut throw_leaves, mut leaf_callers, mut call_probes) = (0, 0u64, 0u64, [0u64; 3]);
     let mut check_errors = Vec::new();
     for (i, out) in &outputs {
         if let Some(b) = out {
@@ -139,6 +141,7 @@ fn run(every: usize) {
             let o = rewrite_class(&classes[*i], reg).unwrap();
             if k == 0 {
                 throw_leaves += o.stats.throw_leaves as u64;
+                leaf_callers += o.stats.leaf_callers as u64;
                 let general = rewrite_class(&classes[*i], &mut record_general).unwrap().bytes;
                 assert!(general == o.bytes, "{}: the direct and general rewrites differ in record mode", files[*i].display());
             }
@@ -155,9 +158,16 @@ fn run(every: usize) {
     assert_eq!(alloc_probes_left, 0, "allocation probes in classes rewritten without them");
     // In the JDK, about one method in forty only builds exceptions (`checkIndex`-like ones).
     assert!(throw_leaves * 100 > methods, "{throw_leaves} of {methods} methods are leaves that only throw");
+    // And about one in a hundred calls leaves of its class only (`String.length()`).
+    assert!(leaf_callers * 200 > methods, "{leaf_callers} of {methods} methods are leaf callers");
     assert!(call_probes[0] < call_probes[1], "call probes without and with those on throw paths: {call_probes:?}");
+    assert!(call_probes[0] < call_probes[2], "call probes without and with those of leaf callers: {call_probes:?}");
     assert_eq!(counters[0].methods, counters[1].methods);
-    eprintln!("record mode: {throw_leaves} of {methods} methods are leaves that only throw; call probes {call_probes:?} (without, with those)");
+    assert_eq!(counters[0].methods, counters[2].methods);
+    eprintln!(
+        "record mode: {throw_leaves} of {methods} methods are leaves that only throw, {leaf_callers} leaf callers; \
+         call probes {call_probes:?} (without, with those on throw paths, with those of leaf callers)"
+    );
     // As the VMInit batch rewrites: the same registry calls and probes, and no appended Utf8
     // entry equal to one the class has (HotSpot's merge of the old and new pools would map it
     // onto the old one and move every later appended entry; rewrite/pool.rs, `reuse_utf8`).
@@ -271,6 +281,52 @@ fn hidden_classes_pass_through_the_runtime() {
         }
     }
     assert_eq!(hooked, [("System$2.class".to_string(), 1)]);
+}
+
+/// Records each method's name, descriptor and whether the rewriter made it a leaf.
+#[derive(Default)]
+struct Leaves {
+    choice: ProbeChoice,
+    methods: Vec<(String, bool)>,
+}
+
+impl SiteRegistry for Leaves {
+    fn probes(&self) -> ProbeChoice {
+        self.choice
+    }
+    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
+        self.methods.push((format!("{}{}", m.name, m.descriptor), m.leaf));
+        self.methods.len() as u32 - 1
+    }
+    fn site(&mut self, _method_id: u32, _site: &SiteInfo) -> u32 {
+        0
+    }
+}
+
+/// In record mode `String.length()`, whose one call is of `coder()`, a leaf of the final class
+/// String, is a leaf (rewrite/leaves.rs); `charAt`, which calls into `StringLatin1`, is not; with
+/// `leaf_calls` neither is.
+#[test]
+fn leaf_callers_in_string() {
+    let Some(home) = rewrite_common::java_home() else {
+        eprintln!("no JDK found; skipping");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/lang/String.class"));
+    let string = std::fs::read(files.iter().find(|f| f.ends_with("java/lang/String.class")).expect("String.class")).unwrap();
+    let leaves_of = |choice: ProbeChoice| {
+        let mut reg = Leaves { choice, ..Leaves::default() };
+        let o = rewrite_class(&string, &mut reg).unwrap();
+        check_class(&o.bytes.expect("String rewritten")).unwrap();
+        let leaf = |m: &str| reg.methods.iter().find(|(n, _)| n == m).unwrap_or_else(|| panic!("no {m}")).1;
+        (leaf("length()I"), leaf("coder()B"), leaf("charAt(I)C"), o.stats.leaf_callers)
+    };
+    let record = ProbeChoice::record(false);
+    let (length, coder, char_at, callers) = leaves_of(record);
+    assert!(length && coder && !char_at && callers > 0, "record mode: length {length}, coder {coder}, charAt {char_at}, {callers} leaf callers");
+    let (length, coder, char_at, callers) = leaves_of(ProbeChoice { leaf_calls: true, ..record });
+    assert!(!length && coder && !char_at && callers == 0, "leaf_calls: length {length}, coder {coder}, charAt {char_at}, {callers} leaf callers");
 }
 
 #[test]

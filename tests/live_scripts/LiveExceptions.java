@@ -112,7 +112,7 @@ public class LiveExceptions {
 
     /**
      * Calls only to build what it throws: in record mode a leaf, whose calls get no probes
-     * (agent/src/rewrite/method.rs, throw_leaf), so Boom's constructor finds this frame by a walk.
+     * (agent/src/rewrite/leaves.rs), so Boom's constructor finds this frame by a walk.
      */
     static void check(int i, int limit) {
         if (i >= limit) throw new Boom("check-" + i);

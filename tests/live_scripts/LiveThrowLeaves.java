@@ -1,6 +1,6 @@
 /**
  * 2,000 exceptions thrown by a method whose only call builds the exception: a leaf in record
- * mode (agent/src/rewrite/method.rs, throw_leaf), so each throw walks the stack, unless the agent
+ * mode (agent/src/rewrite/leaves.rs), so each throw walks the stack, unless the agent
  * runs with throw_leaves=off.
  */
 public class LiveThrowLeaves {

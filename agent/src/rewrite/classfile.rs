@@ -363,6 +363,8 @@ pub(crate) struct ClassFile<'a> {
     pub cp: ConstPool<'a>,
     /// Offset just after the last constant-pool entry (where appended entries go).
     pub cp_end: usize,
+    /// The class's access flags.
+    pub access: u16,
     pub this_class: u16,
     pub methods: Vec<Method>,
     pub source_file: Option<u16>,
@@ -412,7 +414,7 @@ impl<'a> ClassFile<'a> {
         }
         let (cp, cp_end) = ConstPool::parse(bytes, r.pos, count, bufs)?;
         r.pos = cp_end;
-        let _access = r.u2().ok_or(malformed("truncated class header"))?;
+        let access = r.u2().ok_or(malformed("truncated class header"))?;
         let this_class = r.u2().ok_or(malformed("truncated class header"))?;
         let _super = r.u2().ok_or(malformed("truncated class header"))?;
         let ninterfaces = r.u2().ok_or(malformed("truncated interfaces"))? as usize;
@@ -492,6 +494,7 @@ impl<'a> ClassFile<'a> {
             major,
             cp,
             cp_end,
+            access,
             this_class,
             methods,
             source_file,

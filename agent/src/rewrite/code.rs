@@ -203,21 +203,42 @@ pub(crate) const fn is_alloc(op: u8) -> bool {
     matches!(op, 0xBB | 0xBC | 0xBD | 0xC5)
 }
 
-/// Longest code [`invokes_only_before_throws`] reads: the methods it finds are small (of the 628
-/// among the 1,659 classes h2's JVM loads, 624 are shorter), and a long one would cost a scan of
-/// all its code up to its first call.
-const THROW_LEAF_MAX_CODE: usize = 256;
+/// Longest code of a method that calls and is a leaf in record mode (leaves.rs): such methods are
+/// small (of the 628 whose calls only build exceptions among the 1,659 classes h2's JVM loads,
+/// 624 are shorter), and a long one would cost a scan of all its code up to its first call.
+pub(crate) const LEAF_MAX_CODE: usize = 256;
+
+/// Calls `f(off)` at each invoke of `code`, in order, while it returns true. True when `f`
+/// approved every invoke; false when it refused one or the code is malformed.
+pub(crate) fn every_invoke(code: &[u8], mut f: impl FnMut(usize) -> bool) -> bool {
+    let mut off = 0;
+    while let Some(&op) = code.get(off) {
+        if is_invoke(op) && !f(off) {
+            return false;
+        }
+        off += match FIXED_LEN[op as usize] {
+            INVALID => return false,
+            0 => match any_insn_len(code, off) {
+                Some(len) => len,
+                None => return false,
+            },
+            len => len as usize,
+        };
+    }
+    // An instruction that overruns the code moved `off` past its end.
+    off == code.len()
+}
 
 /// Whether `code` has an invoke and every invoke is on a straight run of instructions that ends
 /// in `athrow`: no branch, switch, `jsr`, `ret` or return between an invoke and the next
 /// `athrow`. Such calls only build the exception (`throw new E(...)`, `throw outOfBounds(i)`).
 /// Stops at the first invoke followed by anything else, so most methods cost a few
 /// instructions; false for malformed code (which the rewrite itself then reports) and for code
-/// longer than [`THROW_LEAF_MAX_CODE`].
+/// longer than [`LEAF_MAX_CODE`].
 pub(crate) fn invokes_only_before_throws(code: &[u8]) -> bool {
     const ATHROW: u8 = 0xBF;
     // Most methods throw nothing: no byte of theirs is an athrow (a fast search, operands too).
-    if code.len() > THROW_LEAF_MAX_CODE || !code.contains(&ATHROW) {
+    if code.len() > LEAF_MAX_CODE || !code.contains(&ATHROW) {
         return false;
     }
     let (mut off, mut any, mut pending) = (0, false, false);
@@ -1304,7 +1325,7 @@ mod tests {
             ("a second call returns", [&INVOKE[..], &[0xBF], &INVOKE, &[0xAC]].concat(), false),
             ("a call, then wide ret", [&INVOKE[..], &[0xC4, 0xA9, 0, 1]].concat(), false),
             ("truncated", vec![0xB8, 0], false),
-            ("too long", [&[0x00; THROW_LEAF_MAX_CODE][..], &INVOKE, &[0xBF]].concat(), false),
+            ("too long", [&[0x00; LEAF_MAX_CODE][..], &INVOKE, &[0xBF]].concat(), false),
         ];
         for (what, code, want) in cases {
             assert_eq!(invokes_only_before_throws(&code), want, "{what}");

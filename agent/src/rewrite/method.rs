@@ -26,6 +26,7 @@ use super::classfile::{be_u16, for_each_attr, ConstPool, Reader, MAX_CP_COUNT};
 use super::code::{self, Boundaries, CodeMap, Decoded, Direct, Kind, Layout, Probe, Pushes, Segmented, Walk, OP_GOTO, OP_JSR, OP_RETURN};
 use super::frames::{self, Frames};
 use super::pool::PoolEdit;
+use super::leaves::Leaf;
 use super::probes::{self, IntPush, ProbeLocals};
 use super::typesim;
 use super::{MethodInfo, SiteInfo, SiteKind, SiteRegistry, SkipReason};
@@ -169,6 +170,8 @@ pub(crate) struct MethodIn<'a, 'n> {
     /// The whole Code attribute (name index through info).
     pub attr: Range<usize>,
     pub info: Range<usize>,
+    /// Record mode makes it a leaf although it calls (leaves.rs): no site probes.
+    pub leaf: Leaf,
 }
 
 /// HotSpot's line for `bci`: the entry whose start_pc equals it (first such in table order),
@@ -233,7 +236,8 @@ pub(crate) fn rewrite_method<'a>(
     read_tables(&c, s)?;
     read_handlers(&c, &mut s.handlers)?;
     let object_init = cx.this_is_object && m.name == "<init>";
-    let sites = reg.probes().throw_path_calls || object_init || !throw_leaf(cx, m, &c, pool, s);
+    let sites = object_init || m.leaf == Leaf::No;
+    let leaf_path = if m.leaf == Leaf::Throws { Path::ThrowLeaf } else { Path::LeafCaller };
     let direct = reg.direct_rewrite()
         && c.code.len() as u32 <= code::DIRECT_MAX_CODE
         && s.handlers.len() <= code::DIRECT_MAX_HANDLERS
@@ -242,12 +246,12 @@ pub(crate) fn rewrite_method<'a>(
         && c.max_stack.checked_add(probes::EXTRA_STACK).is_some();
     if direct {
         if let Walk::Done = rewrite_direct(cx, m, &c, pool, reg, s, out, sites)? {
-            return Ok(if sites { Path::Direct } else { Path::ThrowLeaf });
+            return Ok(if sites { Path::Direct } else { leaf_path });
         }
     }
     if !sites {
         rewrite_general(cx, m, &c, pool, reg, s, out, false)?;
-        return Ok(Path::ThrowLeaf);
+        return Ok(leaf_path);
     }
     let start = out.len();
     match rewrite_general(cx, m, &c, pool, reg, s, out, true) {
@@ -274,30 +278,11 @@ pub(crate) enum Path {
     /// The general one without site probes, for this reason.
     EntryOnly(SkipReason),
     /// Either one without site probes: a leaf whose calls only build exceptions
-    /// ([`throw_leaf`]).
+    /// ([`Leaf::Throws`]).
     ThrowLeaf,
-}
-
-/// Whether `m` is a leaf when calls on throw paths get no probe
-/// ([`super::ProbeChoice::throw_path_calls`]): its invokes only build the exceptions it throws
-/// ([`code::invokes_only_before_throws`]), it has no exception handler (one could catch what it
-/// throws and go on: its calls could then be a loop's), and none of them calls the lucce API
-/// (whose natives take the call's record). It is not the define hook's method, whose entry
-/// probe needs the locals of a method with sites. Each call such a leaf makes finds its caller
-/// by a stack walk (agent/src/recorder.rs, `walk`), as a call from an entry-only method does:
-/// exact, and once per exception.
-fn throw_leaf<'a>(cx: &ClassCtx<'a, '_>, m: &MethodIn<'a, '_>, c: &CodeAttr<'a>, pool: &PoolEdit<'a>, s: &mut Scratch<'a>) -> bool {
-    if c.nexc != 0 || is_define_hook(cx, m) || !code::invokes_only_before_throws(c.code) {
-        return false;
-    }
-    let mut off = 0;
-    while let Some(len) = code::any_insn_len(c.code, off) {
-        if code::is_invoke(c.code[off]) && invoke_target(c.code, off as u32, &pool.cp, &mut s.targets).api {
-            return false;
-        }
-        off += len;
-    }
-    true
+    /// Either one without site probes: a leaf whose calls enter leaves of its class
+    /// ([`Leaf::Caller`]).
+    LeafCaller,
 }
 
 /// Whether `m` is the method the define hook instruments ([`probes::DEFINE_HOOK`]): an instance

@@ -38,6 +38,7 @@ mod classfile;
 mod code;
 mod frames;
 pub mod intrinsics;
+mod leaves;
 mod method;
 mod pool;
 pub mod probes;
@@ -67,6 +68,9 @@ struct Buffers {
     methods: Vec<classfile::Method>,
     /// (name, descriptor) of the rewritten methods.
     rewritten: Vec<(u16, u16)>,
+    leaf_scratch: leaves::LeafScratch,
+    /// Each method's [`leaves::Leaf`].
+    leaves: Vec<leaves::Leaf>,
 }
 
 thread_local! {
@@ -167,30 +171,41 @@ pub struct ProbeChoice {
     /// Call probes in a method whose every invoke lies on a straight run of code that ends in
     /// `athrow` (`StringLatin1.charAt`, `Buffer.position(int)`: calls that build the exception
     /// only). Without them such a method is a leaf, whose entry costs no lookup; a call it
-    /// makes walks the stack, once per exception thrown (method.rs, `throw_leaf`). Counting
+    /// makes walks the stack, once per exception thrown (leaves.rs). Counting
     /// mode keeps them, since it counts every call site.
     pub throw_path_calls: bool,
+    /// Call probes in a method whose every call certainly enters a leaf of its own class
+    /// (`String.length()` calling `coder()`). Without them such a method is a leaf too, and its
+    /// callees find no record, which leaves do not need (leaves.rs); but a sample taken at such
+    /// a callee's entry walks the stack. Counting mode keeps them.
+    pub leaf_calls: bool,
 }
 
 impl Default for ProbeChoice {
     /// Counting mode's.
     fn default() -> Self {
-        ProbeChoice { alloc_sites: true, drop_after_calls: false, throw_path_calls: true }
+        ProbeChoice { alloc_sites: true, drop_after_calls: false, throw_path_calls: true, leaf_calls: true }
     }
 }
 
 impl ProbeChoice {
     /// Record mode's: no allocation probes (nothing records allocations yet: more methods are
-    /// leaves), no call probes on throw paths, and with `drop_after_calls` (classes left out)
-    /// a drop probe after every call.
+    /// leaves), no call probes on throw paths or in leaf callers, and with `drop_after_calls`
+    /// (classes left out) a drop probe after every call.
     pub fn record(drop_after_calls: bool) -> Self {
-        ProbeChoice { alloc_sites: false, drop_after_calls, throw_path_calls: false }
+        ProbeChoice { alloc_sites: false, drop_after_calls, throw_path_calls: false, leaf_calls: false }
     }
 
     /// The part of the class cache's file names that tells the choice.
     pub fn tag(self) -> String {
         let on = |flag, t| if flag { t } else { "" };
-        format!("{}{}{}", if self.alloc_sites { "a" } else { "n" }, on(self.drop_after_calls, "d"), on(!self.throw_path_calls, "t"))
+        format!(
+            "{}{}{}{}",
+            if self.alloc_sites { "a" } else { "n" },
+            on(self.drop_after_calls, "d"),
+            on(!self.throw_path_calls, "t"),
+            on(!self.leaf_calls, "l")
+        )
     }
 }
 
@@ -335,6 +350,9 @@ pub struct ClassStats {
     /// Of them, leaves whose calls only build exceptions (their calls get no probes:
     /// [`ProbeChoice::throw_path_calls`]).
     pub throw_leaves: u32,
+    /// Of them, leaves whose every call enters a leaf of their own class (their calls get no
+    /// probes: [`ProbeChoice::leaf_calls`]).
+    pub leaf_callers: u32,
     /// (name + descriptor, reason) of every method with code that was left as it was.
     pub skipped: Vec<(String, SkipReason)>,
     /// (name + descriptor, reason) of every rewritten method whose site probes did not fit: it
@@ -418,6 +436,7 @@ fn rewrite_with<O>(
         major,
         cp,
         cp_end,
+        access,
         this_class,
         methods,
         source_file,
@@ -460,15 +479,32 @@ fn rewrite_with<O>(
         method: scratch,
         body,
         rewritten: rewritten_names,
+        leaf_scratch,
+        leaves,
         ..
     } = &mut *bufs;
+    match registry.as_deref() {
+        Some(r) => {
+            let define_hook = (class_name == probes::DEFINE_HOOK.class).then(|| {
+                let hook = &probes::DEFINE_HOOK;
+                let named = |i: u16, s: &str| pool.cp.utf8(i) == Some(s.as_bytes());
+                methods.iter().position(|m| m.access & ACC_STATIC == 0 && named(m.name, hook.method) && named(m.desc, hook.descriptor))
+            });
+            let view = leaves::ClassView { bytes, cp: &pool.cp, this_class, access, methods: &methods, define_hook: define_hook.flatten() };
+            leaves::find(&view, r.probes(), leaf_scratch, leaves);
+        }
+        None => {
+            leaves.clear();
+            leaves.resize(methods.len(), leaves::Leaf::No);
+        }
+    }
     // Covariance: the 'static buffers serve this class's borrowed bytes until `recycle`.
     let mut scratch: method::Scratch<'_> = std::mem::take(scratch);
     body.clear();
     // Copied from the class bytes up to here.
     let mut copied = cp_end;
     rewritten_names.clear();
-    for m in &methods {
+    for (m, &leaf) in methods.iter().zip(leaves.iter()) {
         let Some(code) = &m.code else { continue };
         if m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 {
             // Such a method must not have code; the JVM rejects the class. Leave it alone.
@@ -496,6 +532,7 @@ fn rewrite_with<O>(
             access: m.access | if m.hidden { HIDDEN_FRAME_FLAG } else { 0 },
             attr: code.whole.clone(),
             info: code.info.clone(),
+            leaf,
         };
         // Methods are in class-file order, so the Code attributes come in increasing order.
         let mark = body.len();
@@ -507,6 +544,7 @@ fn rewrite_with<O>(
             Some(registry) => method::rewrite_method(&cx, &mi, &mut pool, registry, &mut scratch, body).map(|path| {
                 stats.methods_direct += (path == method::Path::Direct) as u32;
                 stats.throw_leaves += (path == method::Path::ThrowLeaf) as u32;
+                stats.leaf_callers += (path == method::Path::LeafCaller) as u32;
                 if let method::Path::EntryOnly(why) = path {
                     stats.entry_only.push((label(), why));
                 }
