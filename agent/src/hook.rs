@@ -905,7 +905,7 @@ impl Agent {
             let s = &r.stats;
             diag!(
                 Info,
-                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} walks answered by the memo, {} walks that read a frame's context, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace, {} errors; {:?}",
+                "recorded {} events into {}: {} methods, {} edges ({} closing a cycle), {} graph versions ({} anchors), {} slow entries ({} stays, {} links), {} walks, {} walks answered by the memo, {} walks that read a frame's context, {} location sites, {} truncated ({} with an unreadable caller context), {} answer tables, {} events without their JVM trace, {} JDK classes read for leaf callers, {} errors; {:?}",
                 s.events.load(Ordering::Relaxed),
                 r.out.display(),
                 e.methods,
@@ -924,6 +924,7 @@ impl Agent {
                 s.unreadable.load(Ordering::Relaxed),
                 r.answer_tables(),
                 s.untraced.load(Ordering::Relaxed),
+                r.jdk_classes_read(),
                 s.errors.load(Ordering::Relaxed),
                 report
             );

@@ -272,6 +272,16 @@ impl Jvmti {
         Ok(out)
     }
 
+    /// JVMTI `GetSystemProperty`: a VM system property (`java.home`).
+    pub fn system_property(self, name: &CStr) -> Result<String, Error> {
+        type F = unsafe extern "C" fn(*mut JvmtiEnv, *const c_char, *mut *mut c_char) -> JvmtiError;
+        let f = jvmti_fn!(self, 131, F);
+        let mut value: *mut c_char = std::ptr::null_mut();
+        // SAFETY: slot 131; `name` is NUL-terminated, value is a local the JVM allocates.
+        check(unsafe { f(self.0, name.as_ptr(), &mut value) })?;
+        Ok(self.take_string(value))
+    }
+
     /// The JVM type signature of a class, e.g. `Ljava/lang/String;`.
     pub fn class_signature(self, class: jclass) -> Result<String, Error> {
         type F =

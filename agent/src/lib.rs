@@ -18,6 +18,8 @@ pub mod class_cache;
 pub mod count_check;
 mod ref_threads;
 pub mod hook;
+pub mod jdk_leaves;
+pub mod jimage;
 pub mod jvmti;
 pub mod log;
 pub mod options;

@@ -70,6 +70,7 @@ use lucce_log_format::{EventKind, EventRecord, StoreWriter, TruthFrame, WriterHa
 use rustc_hash::FxHashMap;
 
 use crate::diag;
+use crate::jdk_leaves::JdkLeaves;
 use crate::jvmti::{jclass, jint, jlong, jmethodID, jobject, jstring, signature_class, Error as JvmtiError, FrameInfo, Jni, JniEnv, Jvmti, NativeMethod, JVMTI_ERROR_INVALID_SLOT};
 use crate::registry::{MethodRecord, Registry, SiteKindTag, SiteRecord};
 use crate::rewrite::probes::EntryProbe;
@@ -235,10 +236,11 @@ pub struct Recorder {
     /// call (`rewrite::ProbeChoice`), so pairs entered through left-out code may be trusted
     /// (`caller_frame`).
     drop_after_calls: bool,
-    /// `throw_leaves=` ([`ProbeChoice::throw_path_calls`] is its opposite).
-    throw_leaves: bool,
-    /// `leaf_callers=` ([`ProbeChoice::leaf_calls`] is its opposite).
-    leaf_callers: bool,
+    /// The probes of record mode's rewrites ([`record_probes`]).
+    probes: ProbeChoice,
+    /// What leaf callers may count on in the JDK's classes (none without `leaf_callers`, and
+    /// with a class cache, whose records must not depend on the JDK's image).
+    jdk_leaves: Option<Arc<JdkLeaves>>,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
     /// jmethodID → what each byte of its bytecode is, as [`OpKinds`] (walks look up the opcode
     /// under a frame; GetBytecodes copies and reconstitutes the whole method, so once per
@@ -675,6 +677,32 @@ fn dotted(internal: &str) -> String {
     internal.replace('/', ".")
 }
 
+/// Record mode's probes under `options` ([`ProbeChoice::record`]; with classes left out a drop
+/// probe after every call; with `throw_leaves=off` call probes on throw paths, with
+/// `leaf_callers=off` in leaf callers).
+fn record_probes(options: &crate::options::Options) -> ProbeChoice {
+    let drop_after_calls = !options.include.is_empty() || !options.exclude.is_empty();
+    ProbeChoice { throw_path_calls: !options.throw_leaves, leaf_calls: !options.leaf_callers(), ..ProbeChoice::record(drop_after_calls) }
+}
+
+/// The leaves of the JDK's classes, from the runtime image of the JVM's `java.home`, when leaf
+/// callers are on and no class cache is (its records are rewritten without them). Without the
+/// image, calls into other classes make no leaf callers; nothing else changes.
+fn jdk_leaves(jvmti: Jvmti, options: &crate::options::Options) -> Option<Arc<JdkLeaves>> {
+    if !options.leaf_callers() || options.cache.is_some() {
+        return None;
+    }
+    let home = jvmti.system_property(c"java.home").ok()?;
+    let modules = PathBuf::from(home).join("lib/modules");
+    match JdkLeaves::open(&modules, record_probes(options)) {
+        Ok(j) => Some(j),
+        Err(e) => {
+            diag!(Info, "leaf callers count on no other class: {}: {e}", modules.display());
+            None
+        }
+    }
+}
+
 impl Recorder {
     /// Creates the store and the encoder; the registry's published classes flow into both.
     pub fn create(jvmti: Jvmti, out: PathBuf, options: &crate::options::Options) -> Result<Recorder, String> {
@@ -699,8 +727,8 @@ impl Recorder {
             sample: options.sample,
             verify: options.verify,
             drop_after_calls: !options.include.is_empty() || !options.exclude.is_empty(),
-            throw_leaves: options.throw_leaves,
-            leaf_callers: options.leaf_callers(),
+            probes: record_probes(options),
+            jdk_leaves: jdk_leaves(jvmti, options),
             frames: RwLock::new(FxHashMap::default()),
             op_kinds: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
@@ -719,17 +747,15 @@ impl Recorder {
     }
 
     /// The registry that numbers methods and sites after the encoder's virtual roots, and asks
-    /// for record mode's probes ([`ProbeChoice::record`]; with classes left out a drop probe
-    /// after every call; with `throw_leaves=off` call probes on throw paths, with
-    /// `leaf_callers=off` in leaf callers).
+    /// for record mode's probes ([`record_probes`]), telling the JDK's leaves.
     pub fn registry(&self) -> Registry {
         let (m, s) = self.encoder.next_ids();
-        let probes = ProbeChoice {
-            throw_path_calls: !self.throw_leaves,
-            leaf_calls: !self.leaf_callers,
-            ..ProbeChoice::record(self.drop_after_calls)
-        };
-        Registry::starting_at(m.0, s.0).with_probes(probes)
+        Registry::starting_at(m.0, s.0).with_probes(self.probes).with_jdk_leaves(self.jdk_leaves.clone())
+    }
+
+    /// How many of the JDK's class files were read to find what leaf callers may count on.
+    pub fn jdk_classes_read(&self) -> u64 {
+        self.jdk_leaves.as_ref().map_or(0, |j| j.classes_read())
     }
 
     /// A class's methods and sites, as the rewriter registered them (the publish sink): one

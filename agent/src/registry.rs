@@ -147,6 +147,8 @@ pub struct Registry {
     sink: OnceLock<PublishSink>,
     /// See `SiteRegistry::probes`.
     probes: ProbeChoice,
+    /// See `SiteRegistry::known_leaf` (none: nothing known of other classes).
+    jdk_leaves: Option<std::sync::Arc<crate::jdk_leaves::JdkLeaves>>,
 }
 
 impl Registry {
@@ -166,6 +168,12 @@ impl Registry {
     /// This registry asks the rewriter for `probes`.
     pub fn with_probes(mut self, probes: ProbeChoice) -> Self {
         self.probes = probes;
+        self
+    }
+
+    /// This registry tells the rewriter the leaves of the JDK's classes (`jdk_leaves.rs`).
+    pub fn with_jdk_leaves(mut self, jdk_leaves: Option<std::sync::Arc<crate::jdk_leaves::JdkLeaves>>) -> Self {
+        self.jdk_leaves = jdk_leaves;
         self
     }
 
@@ -385,6 +393,10 @@ fn put<T>(v: &mut Vec<Option<T>>, id: u32, x: T) {
 impl SiteRegistry for ClassRegistrar<'_> {
     fn probes(&self) -> ProbeChoice {
         self.reg.probes
+    }
+
+    fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        self.reg.jdk_leaves.as_ref()?.known_leaf(class, name, desc, own)
     }
 
     fn retransforming(&self) -> bool {

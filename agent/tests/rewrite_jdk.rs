@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 mod rewrite_common;
 
+use lucce_agent::jdk_leaves::JdkLeaves;
 use lucce_agent::rewrite::check::check_class;
 use lucce_agent::rewrite::relocate::Relocatable;
 use lucce_agent::rewrite::{rewrite_class, MethodInfo, ProbeChoice, SiteInfo, SiteRegistry};
@@ -283,16 +284,21 @@ fn hidden_classes_pass_through_the_runtime() {
     assert_eq!(hooked, [("System$2.class".to_string(), 1)]);
 }
 
-/// Records each method's name, descriptor and whether the rewriter made it a leaf.
+/// Records each method's name, descriptor and whether the rewriter made it a leaf; tells the
+/// JDK's leaves when it has them.
 #[derive(Default)]
 struct Leaves {
     choice: ProbeChoice,
     methods: Vec<(String, bool)>,
+    jdk: Option<std::sync::Arc<JdkLeaves>>,
 }
 
 impl SiteRegistry for Leaves {
     fn probes(&self) -> ProbeChoice {
         self.choice
+    }
+    fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        self.jdk.as_ref()?.known_leaf(class, name, desc, own)
     }
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
         self.methods.push((format!("{}{}", m.name, m.descriptor), m.leaf));
@@ -304,29 +310,40 @@ impl SiteRegistry for Leaves {
 }
 
 /// In record mode `String.length()`, whose one call is of `coder()`, a leaf of the final class
-/// String, is a leaf (rewrite/leaves.rs); `charAt`, which calls into `StringLatin1`, is not; with
-/// `leaf_calls` neither is.
+/// String, is a leaf (rewrite/leaves.rs); `charAt`, which calls into `StringLatin1`, only when
+/// the registry tells the JDK's leaves (agent/src/jdk_leaves.rs), and so is `ArrayList.get`,
+/// through `Objects.checkIndex`; with `leaf_calls` none is.
 #[test]
-fn leaf_callers_in_string() {
+fn leaf_callers_in_string_and_array_list() {
     let Some(home) = rewrite_common::java_home() else {
         eprintln!("no JDK found; skipping");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/lang/String.class"));
-    let string = std::fs::read(files.iter().find(|f| f.ends_with("java/lang/String.class")).expect("String.class")).unwrap();
-    let leaves_of = |choice: ProbeChoice| {
-        let mut reg = Leaves { choice, ..Leaves::default() };
-        let o = rewrite_class(&string, &mut reg).unwrap();
-        check_class(&o.bytes.expect("String rewritten")).unwrap();
-        let leaf = |m: &str| reg.methods.iter().find(|(n, _)| n == m).unwrap_or_else(|| panic!("no {m}")).1;
-        (leaf("length()I"), leaf("coder()B"), leaf("charAt(I)C"), o.stats.leaf_callers)
-    };
+    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/(lang/String|util/ArrayList).class"));
+    let class = |name: &str| std::fs::read(files.iter().find(|f| f.ends_with(name)).unwrap_or_else(|| panic!("no {name}"))).unwrap();
+    let (string, list) = (class("java/lang/String.class"), class("java/util/ArrayList.class"));
     let record = ProbeChoice::record(false);
-    let (length, coder, char_at, callers) = leaves_of(record);
-    assert!(length && coder && !char_at && callers > 0, "record mode: length {length}, coder {coder}, charAt {char_at}, {callers} leaf callers");
-    let (length, coder, char_at, callers) = leaves_of(ProbeChoice { leaf_calls: true, ..record });
-    assert!(!length && coder && !char_at && callers == 0, "leaf_calls: length {length}, coder {coder}, charAt {char_at}, {callers} leaf callers");
+    let leaves_of = |choice: ProbeChoice, bytes: &[u8], methods: &[&str], jdk: bool| {
+        let jdk = jdk.then(|| JdkLeaves::open(&home.join("lib/modules"), choice).unwrap());
+        let mut reg = Leaves { choice, jdk, ..Leaves::default() };
+        let o = rewrite_class(bytes, &mut reg).unwrap();
+        check_class(&o.bytes.expect("rewritten")).unwrap();
+        let leaf = |m: &str| reg.methods.iter().find(|(n, _)| n == m).unwrap_or_else(|| panic!("no {m}")).1;
+        (methods.iter().map(|m| leaf(m)).collect::<Vec<_>>(), o.stats.leaf_callers)
+    };
+    let string_methods = ["length()I", "coder()B", "charAt(I)C"];
+    let (leaves, callers) = leaves_of(record, &string, &string_methods, false);
+    assert!(leaves == [true, true, false] && callers > 0, "record mode: {leaves:?} {string_methods:?}, {callers} leaf callers");
+    let (leaves, callers) = leaves_of(record, &string, &string_methods, true);
+    assert!(leaves == [true, true, true] && callers > 1, "record mode, JDK leaves: {leaves:?} {string_methods:?}, {callers} leaf callers");
+    let (leaves, callers) = leaves_of(ProbeChoice { leaf_calls: true, ..record }, &string, &string_methods, true);
+    assert!(leaves == [false, true, false] && callers == 0, "leaf_calls: {leaves:?} {string_methods:?}, {callers} leaf callers");
+    let list_methods = ["get(I)Ljava/lang/Object;", "elementData(I)Ljava/lang/Object;", "add(Ljava/lang/Object;)Z"];
+    let (leaves, _) = leaves_of(record, &list, &list_methods, false);
+    assert_eq!(leaves, [false, true, false], "{list_methods:?}");
+    let (leaves, _) = leaves_of(record, &list, &list_methods, true);
+    assert_eq!(leaves, [true, true, false], "{list_methods:?} with the JDK's leaves");
 }
 
 #[test]

@@ -208,49 +208,36 @@ pub(crate) const fn is_alloc(op: u8) -> bool {
 /// 624 are shorter), and a long one would cost a scan of all its code up to its first call.
 pub(crate) const LEAF_MAX_CODE: usize = 256;
 
-/// Calls `f(off)` at each invoke of `code`, in order, while it returns true. True when `f`
-/// approved every invoke; false when it refused one or the code is malformed.
-pub(crate) fn every_invoke(code: &[u8], mut f: impl FnMut(usize) -> bool) -> bool {
-    let mut off = 0;
-    while let Some(&op) = code.get(off) {
-        if is_invoke(op) && !f(off) {
-            return false;
-        }
-        off += match FIXED_LEN[op as usize] {
-            INVALID => return false,
-            0 => match any_insn_len(code, off) {
-                Some(len) => len,
-                None => return false,
-            },
-            len => len as usize,
-        };
-    }
-    // An instruction that overruns the code moved `off` past its end.
-    off == code.len()
-}
-
-/// Whether `code` has an invoke and every invoke is on a straight run of instructions that ends
-/// in `athrow`: no branch, switch, `jsr`, `ret` or return between an invoke and the next
-/// `athrow`. Such calls only build the exception (`throw new E(...)`, `throw outOfBounds(i)`).
-/// Stops at the first invoke followed by anything else, so most methods cost a few
-/// instructions; false for malformed code (which the rewrite itself then reports) and for code
-/// longer than [`LEAF_MAX_CODE`].
-pub(crate) fn invokes_only_before_throws(code: &[u8]) -> bool {
+/// Calls `f(off, throws)` at each invoke of `code`, in order, while it returns true; `throws`:
+/// the invoke lies on a straight run of instructions that ends in `athrow`, with no branch,
+/// switch, `jsr`, `ret` or return in between, so that it only builds the exception (`throw new
+/// E(...)`, `throw outOfBounds(i)`). True when `f` approved every invoke; false when it refused
+/// one or the code is malformed. `pending` holds the invokes of the current run.
+pub(crate) fn every_invoke(code: &[u8], pending: &mut Vec<u32>, mut f: impl FnMut(usize, bool) -> bool) -> bool {
     const ATHROW: u8 = 0xBF;
-    // Most methods throw nothing: no byte of theirs is an athrow (a fast search, operands too).
-    if code.len() > LEAF_MAX_CODE || !code.contains(&ATHROW) {
-        return false;
-    }
-    let (mut off, mut any, mut pending) = (0, false, false);
+    // Most methods throw nothing: no byte of theirs is an athrow (a fast search, operands too),
+    // and every invoke is told at once.
+    let may_throw = code.contains(&ATHROW);
+    pending.clear();
+    let mut off = 0;
+    let mut end_run = |pending: &mut Vec<u32>, throws: bool| pending.drain(..).all(|at| f(at as usize, throws));
     while let Some(&op) = code.get(off) {
-        match op {
-            ATHROW => pending = false,
+        let run_ends = match op {
+            ATHROW => Some(true),
             // if*, goto, jsr, ret, the switches, the returns, ifnull, ifnonnull, goto_w, jsr_w,
             // and `wide ret`.
-            0x99..=0xB1 | 0xC6..=0xC9 if pending => return false,
-            OP_WIDE if pending && code.get(off + 1) == Some(&0xA9) => return false,
-            _ if is_invoke(op) => (any, pending) = (true, true),
-            _ => {}
+            0x99..=0xB1 | 0xC6..=0xC9 => Some(false),
+            OP_WIDE if code.get(off + 1) == Some(&0xA9) => Some(false),
+            _ if is_invoke(op) => {
+                pending.push(off as u32);
+                (!may_throw).then_some(false)
+            }
+            _ => None,
+        };
+        if let Some(throws) = run_ends {
+            if !end_run(pending, throws) {
+                return false;
+            }
         }
         off += match FIXED_LEN[op as usize] {
             INVALID => return false,
@@ -262,7 +249,21 @@ pub(crate) fn invokes_only_before_throws(code: &[u8]) -> bool {
         };
     }
     // An instruction that overruns the code moved `off` past its end.
-    any && !pending && off == code.len()
+    end_run(pending, false) && off == code.len()
+}
+
+/// Whether `code` has an invoke and every invoke only builds the exception it throws
+/// ([`every_invoke`]); false for malformed code (which the rewrite itself then reports) and for
+/// code longer than [`LEAF_MAX_CODE`].
+#[cfg(test)]
+pub(crate) fn invokes_only_before_throws(code: &[u8]) -> bool {
+    let mut any = false;
+    code.len() <= LEAF_MAX_CODE
+        && every_invoke(code, &mut Vec::new(), |_, throws| {
+            any = true;
+            throws
+        })
+        && any
 }
 
 /// Switch padding for an opcode at `pos`: operands start at the next multiple of 4.

@@ -7,8 +7,9 @@
 //! - a method whose calls only build the exception it throws ([`ProbeChoice::throw_path_calls`]
 //!   off): each such call walks the stack, once per exception;
 //! - a *leaf caller* ([`ProbeChoice::leaf_calls`] off), a method whose every call certainly
-//!   enters a leaf of its own class: `String.length()`, which calls `coder()`; also through other
-//!   leaf callers of the class.
+//!   enters a leaf of its own class (`String.length()`, which calls `coder()`; also through
+//!   other leaf callers of the class) or a static leaf of another class that the registry knows
+//!   ([`super::SiteRegistry::known_leaf`]: `String.charAt` through `StringLatin1.charAt`).
 //!
 //! A leaf caller's callees find no record at their entry, since it has no call probe, and need
 //! none: a leaf's entry computes nothing, and a walk that passes over a leaf computes its context
@@ -16,7 +17,10 @@
 //! being a leaf, but speed does: a callee that is not one would walk the stack at every entry.
 //! Hence the calls admitted are those whose target the instruction fixes: `invokestatic`,
 //! `invokespecial`, and `invokevirtual` or `invokeinterface` of a private method, of a final
-//! method or in a final class. A call a subclass could override is not admitted.
+//! method or in a final class, and `invokevirtual` of a package-private method of a class in a
+//! `java.` package, which only the JDK's own classes could override. A call a subclass could
+//! override is not admitted. A leaf caller may also make calls that build the exception it
+//! throws, as the first kind.
 
 use super::classfile::{be_u16, ConstPool, Method, TAG_IMETHODREF, TAG_METHODREF};
 use super::code;
@@ -28,13 +32,27 @@ const ACC_FINAL: u16 = 0x0010;
 /// Which kind of leaf record mode makes a method that has calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Leaf {
-    /// None: the method has call probes, or no call at all (a leaf in every mode).
+    /// None: the method has call probes.
     #[default]
     No,
+    /// No call at all: a leaf in every mode.
+    Plain,
     /// Its calls only build the exception it throws.
     Throws,
-    /// Every call enters a leaf of its own class.
+    /// Every call enters a leaf, of its own class or one the registry knows
+    /// ([`super::SiteRegistry::known_leaf`]); or the registry said callers count on it.
     Caller,
+}
+
+impl Leaf {
+    pub(crate) fn is_leaf(self) -> bool {
+        self != Leaf::No
+    }
+
+    /// A leaf only in record mode: no site probes although the method calls.
+    pub(crate) fn drops_calls(self) -> bool {
+        matches!(self, Leaf::Throws | Leaf::Caller)
+    }
 }
 
 /// The class's parts that [`find`] reads.
@@ -47,6 +65,8 @@ pub(crate) struct ClassView<'c, 'a> {
     /// The method of the define hook (probes.rs, `DEFINE_HOOK`), never a leaf: its entry probe
     /// needs the locals of a method with sites.
     pub define_hook: Option<usize>,
+    /// [`super::SiteRegistry::known_leaf`].
+    pub known_leaf: &'c super::KnownLeaf<'c>,
 }
 
 /// What a method is before the leaf callers are known.
@@ -74,6 +94,8 @@ pub(crate) struct LeafScratch {
     scans: Vec<Scan>,
     /// (caller, callee) method indices of the calls of the methods scanned as [`Scan::Calls`].
     calls: Vec<(u16, u16)>,
+    /// For [`code::every_invoke`].
+    pending: Vec<u32>,
 }
 
 /// Fills `out` with each method's [`Leaf`] under `probes` (all [`Leaf::No`] in counting mode).
@@ -83,11 +105,11 @@ pub(crate) fn find(class: &ClassView<'_, '_>, probes: ProbeChoice, s: &mut LeafS
     if probes.throw_path_calls && probes.leaf_calls {
         return;
     }
-    let (scans, calls) = (&mut s.scans, &mut s.calls);
+    let (scans, calls, pending) = (&mut s.scans, &mut s.calls, &mut s.pending);
     scans.clear();
     calls.clear();
     for (i, m) in class.methods.iter().enumerate() {
-        let scan = scan(class, i, m, probes, calls);
+        let scan = scan(class, i, m, probes, calls, pending);
         scans.push(scan);
     }
     // The least fixed point: a method that calls itself, or a cycle of the class's methods, is
@@ -107,18 +129,25 @@ pub(crate) fn find(class: &ClassView<'_, '_>, probes: ProbeChoice, s: &mut LeafS
             k = end;
         }
     }
-    for (o, scan) in out.iter_mut().zip(scans.iter()) {
+    let this = class.cp.class_name(class.this_class).unwrap_or_default();
+    for ((o, scan), m) in out.iter_mut().zip(scans.iter()).zip(class.methods) {
         *o = match scan {
+            Scan::Plain => Leaf::Plain,
             Scan::Throws => Leaf::Throws,
             Scan::Caller => Leaf::Caller,
-            _ => Leaf::No,
+            Scan::No | Scan::Calls => match (class.cp.utf8(m.name), class.cp.utf8(m.desc)) {
+                (Some(n), Some(d)) if m.code.is_some() && (class.known_leaf)(this, n, d, true).is_some() => Leaf::Caller,
+                _ => Leaf::No,
+            },
         };
     }
 }
 
 /// Method `i` before the leaf callers are known; its calls go to `calls` when it is
-/// [`Scan::Calls`].
-fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, calls: &mut Vec<(u16, u16)>) -> Scan {
+/// [`Scan::Calls`]. A call may build the exception the method throws only if the method has no
+/// exception handler: one could catch what it throws and go on, and its calls could then be a
+/// loop's.
+fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, calls: &mut Vec<(u16, u16)>, pending: &mut Vec<u32>) -> Scan {
     let Some(span) = &m.code else { return Scan::No };
     if m.dup_code || m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 || class.define_hook == Some(i) {
         return Scan::No;
@@ -129,28 +158,42 @@ fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, ca
     if code.len() > code::LEAF_MAX_CODE {
         return Scan::No;
     }
-    if !probes.throw_path_calls && !handlers && code::invokes_only_before_throws(code) && !calls_api(class, code) {
-        return Scan::Throws;
-    }
+    let throws_ok = !probes.throw_path_calls && !handlers;
     let mark = calls.len();
     let mut any = false;
-    let all_in_class = code::every_invoke(code, |off| {
-        any = true;
-        match exact_callee(class, code, off) {
-            Some(j) if !probes.leaf_calls => {
-                calls.push((i as u16, j as u16));
-                true
+    // First without asking the registry about other classes (taking their static methods for
+    // leaves), so that a method with another kind of call leads to no question: each may read
+    // and analyse class files (agent/src/jdk_leaves.rs).
+    for ask in [false, true] {
+        let all_leaves = code::every_invoke(code, pending, |off, throws| {
+            any = true;
+            if throws && throws_ok {
+                // Not the lucce API, whose natives take the call's record.
+                return callee_class(class, code, off) != Some(b"lucce/Lucce");
             }
-            _ => false,
-        }
-    });
-    match (all_in_class, any) {
-        (true, false) => Scan::Plain,
-        (true, true) => Scan::Calls,
-        (false, _) => {
+            if probes.leaf_calls {
+                return false;
+            }
+            match callee(class, code, off, ask) {
+                Callee::Here(j) => {
+                    if ask {
+                        calls.push((i as u16, j as u16));
+                    }
+                    true
+                }
+                Callee::LeafElsewhere => true,
+                Callee::Unknown => false,
+            }
+        });
+        if !all_leaves {
             calls.truncate(mark);
-            Scan::No
+            return Scan::No;
         }
+    }
+    match (any, calls.len() > mark) {
+        (false, _) => Scan::Plain,
+        (true, false) => Scan::Throws,
+        (true, true) => Scan::Calls,
     }
 }
 
@@ -161,39 +204,60 @@ fn code_of(info: &[u8]) -> Option<(&[u8], bool)> {
     Some((code, be_u16(info, 8 + len)? != 0))
 }
 
-/// Whether a call of `code` is one of the lucce API (whose natives take the call's record).
-fn calls_api(class: &ClassView<'_, '_>, code: &[u8]) -> bool {
-    !code::every_invoke(code, |off| {
-        let class_name = be_u16(code, off + 1).and_then(|idx| class.cp.member_ref(idx)).and_then(|(c, _, _)| class.cp.class_name(c));
-        class_name != Some(b"lucce/Lucce")
-    })
+/// The class named by the invoke at `off`.
+fn callee_class<'a>(class: &ClassView<'_, 'a>, code: &[u8], off: usize) -> Option<&'a [u8]> {
+    let idx = be_u16(code, off + 1)?;
+    class.cp.class_name(class.cp.member_ref(idx)?.0)
 }
 
-/// The index of the method of this class that the invoke at `off` certainly enters, if any.
-fn exact_callee(class: &ClassView<'_, '_>, code: &[u8], off: usize) -> Option<usize> {
-    const INVOKEVIRTUAL: u8 = 0xB6;
-    const INVOKESPECIAL: u8 = 0xB7;
-    const INVOKESTATIC: u8 = 0xB8;
-    const INVOKEINTERFACE: u8 = 0xB9;
+/// What the invoke at `off` certainly enters.
+enum Callee {
+    /// This method of the class.
+    Here(usize),
+    /// A leaf of another class.
+    LeafElsewhere,
+    Unknown,
+}
+
+const INVOKEVIRTUAL: u8 = 0xB6;
+const INVOKESPECIAL: u8 = 0xB7;
+const INVOKESTATIC: u8 = 0xB8;
+const INVOKEINTERFACE: u8 = 0xB9;
+
+/// What the invoke at `off` certainly enters; without `ask`, a static method of another class
+/// is taken for a leaf.
+fn callee(class: &ClassView<'_, '_>, code: &[u8], off: usize, ask: bool) -> Callee {
     let cp = class.cp;
     let op = code[off];
-    let idx = be_u16(code, off + 1)?;
-    if !matches!(cp.tag(idx), TAG_METHODREF | TAG_IMETHODREF) {
-        return None;
+    let Some((c, n, d)) = be_u16(code, off + 1).filter(|&idx| matches!(cp.tag(idx), TAG_METHODREF | TAG_IMETHODREF)).and_then(|idx| cp.member_ref(idx)) else {
+        return Callee::Unknown;
+    };
+    let (Some(class_name), Some(name), Some(desc)) = (cp.class_name(c), cp.utf8(n), cp.utf8(d)) else { return Callee::Unknown };
+    if c != class.this_class && Some(class_name) != cp.class_name(class.this_class) {
+        // Another class's: only static methods are asked about, so that an answer reads few
+        // classes (utility classes such as `StringLatin1`, `Objects`, `Preconditions`).
+        let leaf = op == INVOKESTATIC && (!ask || (class.known_leaf)(class_name, name, desc, false).is_some_and(|(access, _)| access & ACC_STATIC != 0));
+        return if leaf { Callee::LeafElsewhere } else { Callee::Unknown };
     }
-    let (c, n, d) = cp.member_ref(idx)?;
-    if c != class.this_class && cp.class_name(c) != cp.class_name(class.this_class) {
-        return None;
+    let found = class.methods.iter().position(|m| (m.name, m.desc) == (n, d) || (cp.utf8(m.name), cp.utf8(m.desc)) == (Some(name), Some(desc)));
+    match found {
+        Some(j) if dispatch_fixed(op, class.methods[j].access, class.access, class_name.starts_with(b"java/")) => Callee::Here(j),
+        _ => Callee::Unknown,
     }
-    let (name, desc) = (cp.utf8(n)?, cp.utf8(d)?);
-    let j = class.methods.iter().position(|m| (m.name, m.desc) == (n, d) || (cp.utf8(m.name), cp.utf8(m.desc)) == (Some(name), Some(desc)))?;
-    let access = class.methods[j].access;
-    let fixed = match op {
+}
+
+/// Whether invoke `op` of a method of `access` in a class of `class_access` enters that method
+/// and no override; `in_java`: the method is of the caller's class, in a `java.` package, where
+/// only the JDK's own classes could override a package-private method (`ArrayList.elementData`).
+fn dispatch_fixed(op: u8, access: u16, class_access: u16, in_java: bool) -> bool {
+    const ACC_PUBLIC: u16 = 0x0001;
+    const ACC_PROTECTED: u16 = 0x0004;
+    let package_private = access & (ACC_PUBLIC | ACC_PROTECTED | ACC_PRIVATE) == 0;
+    match op {
         INVOKESTATIC => access & ACC_STATIC != 0,
         INVOKESPECIAL => access & ACC_STATIC == 0,
-        INVOKEVIRTUAL => access & ACC_STATIC == 0 && (access & (ACC_PRIVATE | ACC_FINAL) != 0 || class.access & ACC_FINAL != 0),
+        INVOKEVIRTUAL => access & ACC_STATIC == 0 && (access & (ACC_PRIVATE | ACC_FINAL) != 0 || class_access & ACC_FINAL != 0 || in_java && package_private),
         INVOKEINTERFACE => access & (ACC_STATIC | ACC_PRIVATE) == ACC_PRIVATE,
         _ => false,
-    };
-    fixed.then_some(j)
+    }
 }

@@ -236,7 +236,7 @@ pub(crate) fn rewrite_method<'a>(
     read_tables(&c, s)?;
     read_handlers(&c, &mut s.handlers)?;
     let object_init = cx.this_is_object && m.name == "<init>";
-    let sites = object_init || m.leaf == Leaf::No;
+    let sites = object_init || !m.leaf.drops_calls();
     let leaf_path = if m.leaf == Leaf::Throws { Path::ThrowLeaf } else { Path::LeafCaller };
     let direct = reg.direct_rewrite()
         && c.code.len() as u32 <= code::DIRECT_MAX_CODE

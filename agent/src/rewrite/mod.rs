@@ -93,6 +93,13 @@ pub trait SiteRegistry {
     fn probes(&self) -> ProbeChoice {
         ProbeChoice::default()
     }
+    /// Record mode's leaf callers (leaves.rs): whether method (name, descriptor) of class `class`
+    /// is a leaf that the rewrite of its class makes too, and if so its access flags and its
+    /// class's. `own`: asked by the rewrite of `class` itself, which must then make that method a
+    /// leaf whatever the class holds now, since callers may count on it.
+    fn known_leaf(&self, _class: &[u8], _name: &[u8], _desc: &[u8], _own: bool) -> Option<(u16, u16)> {
+        None
+    }
     /// Whether a method may take the direct rewrite (`method.rs`). Both rewrites give the same
     /// bytes and registry calls for well-formed code; false makes every method take the general
     /// one, for tests that compare the two.
@@ -490,7 +497,8 @@ fn rewrite_with<O>(
                 let named = |i: u16, s: &str| pool.cp.utf8(i) == Some(s.as_bytes());
                 methods.iter().position(|m| m.access & ACC_STATIC == 0 && named(m.name, hook.method) && named(m.desc, hook.descriptor))
             });
-            let view = leaves::ClassView { bytes, cp: &pool.cp, this_class, access, methods: &methods, define_hook: define_hook.flatten() };
+            let known_leaf = |c: &[u8], n: &[u8], d: &[u8], own: bool| r.known_leaf(c, n, d, own);
+            let view = leaves::ClassView { bytes, cp: &pool.cp, this_class, access, methods: &methods, define_hook: define_hook.flatten(), known_leaf: &known_leaf };
             leaves::find(&view, r.probes(), leaf_scratch, leaves);
         }
         None => {
@@ -572,6 +580,38 @@ fn rewrite_with<O>(
     bufs.app = pool.app.bytes;
     BUFFERS.with(|b| b.set(Some(bufs)));
     Ok((out?, stats))
+}
+
+/// [`SiteRegistry::known_leaf`] as a function: (class, name, descriptor, own) → the access
+/// flags of a leaf method and of its class.
+pub type KnownLeaf<'a> = dyn Fn(&[u8], &[u8], &[u8], bool) -> Option<(u16, u16)> + 'a;
+
+/// A leaf method: name, descriptor and access flags.
+pub type LeafMethod = (Vec<u8>, Vec<u8>, u16);
+
+/// The leaves a rewrite of `class_bytes` under `probes` makes, as (name, descriptor, access
+/// flags), and the class's access flags: for [`SiteRegistry::known_leaf`], which answers from
+/// the JDK's own class files (agent/src/jdk_leaves.rs). `known_leaf` answers for the classes it
+/// calls, as in a rewrite.
+pub fn leaf_methods(class_bytes: &[u8], probes: ProbeChoice, known_leaf: &KnownLeaf<'_>) -> Result<(u16, Vec<LeafMethod>), RewriteError> {
+    let cf = ClassFile::parse(class_bytes)?;
+    let class = cf.cp.class_name(cf.this_class).ok_or(RewriteError::Malformed("this_class"))?;
+    // What callers count on in this class is what is being found: nothing to keep.
+    let others = |c: &[u8], n: &[u8], d: &[u8], own: bool| if own { None } else { known_leaf(c, n, d, false) };
+    let view = leaves::ClassView { bytes: cf.bytes, cp: &cf.cp, this_class: cf.this_class, access: cf.access, methods: &cf.methods, define_hook: None, known_leaf: &others };
+    let mut kinds = Vec::new();
+    leaves::find(&view, probes, &mut leaves::LeafScratch::default(), &mut kinds);
+    let mut out = Vec::new();
+    for (m, kind) in cf.methods.iter().zip(kinds) {
+        let (Some(name), Some(desc)) = (cf.cp.utf8(m.name), cf.cp.utf8(m.desc)) else { continue };
+        // The define hook's method and `Object.<init>` have site probes whatever they call.
+        let never = (class == probes::DEFINE_HOOK.class.as_bytes() && name == probes::DEFINE_HOOK.method.as_bytes())
+            || (class == b"java/lang/Object" && name == b"<init>");
+        if kind.is_leaf() && !never {
+            out.push((name.to_vec(), desc.to_vec(), m.access));
+        }
+    }
+    Ok((cf.access, out))
 }
 
 /// The rewritten class passed through `output` (None when no method was rewritten or the pool
