@@ -181,10 +181,11 @@ pub struct ProbeChoice {
     /// makes walks the stack, once per exception thrown (leaves.rs). Counting
     /// mode keeps them, since it counts every call site.
     pub throw_path_calls: bool,
-    /// Call probes in a method whose every call certainly enters a leaf of its own class
-    /// (`String.length()` calling `coder()`). Without them such a method is a leaf too, and its
-    /// callees find no record, which leaves do not need (leaves.rs); but a sample taken at such
-    /// a callee's entry walks the stack. Counting mode keeps them.
+    /// Call probes in a method whose every call certainly enters a leaf, of its own class
+    /// (`String.length()` calling `coder()`) or a static one that the registry knows
+    /// ([`SiteRegistry::known_leaf`]). Without them such a method is a leaf too, and its callees
+    /// find no record, which leaves do not need (leaves.rs); but a sample taken at such a
+    /// callee's entry walks the stack. Counting mode keeps them.
     pub leaf_calls: bool,
 }
 
@@ -357,8 +358,8 @@ pub struct ClassStats {
     /// Of them, leaves whose calls only build exceptions (their calls get no probes:
     /// [`ProbeChoice::throw_path_calls`]).
     pub throw_leaves: u32,
-    /// Of them, leaves whose every call enters a leaf of their own class (their calls get no
-    /// probes: [`ProbeChoice::leaf_calls`]).
+    /// Of them, leaf callers: leaves whose every call enters a leaf (their calls get no probes:
+    /// [`ProbeChoice::leaf_calls`]).
     pub leaf_callers: u32,
     /// (name + descriptor, reason) of every method with code that was left as it was.
     pub skipped: Vec<(String, SkipReason)>,
