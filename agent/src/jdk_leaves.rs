@@ -100,7 +100,9 @@ impl JdkLeaves {
                 if e.pending {
                     TOOK_PENDING.with(|t| t.set(true));
                 }
-                if !own || e.frozen || e.pending {
+                // A class rewritten while another thread analyses it is frozen with what is
+                // known so far: the analysis then adds nothing that its rewrite did not force.
+                if !own || e.frozen {
                     return answer(e);
                 }
             }
