@@ -94,9 +94,8 @@ impl JdkLeaves {
         }
         let key = rewrite::target_key(name, desc);
         let answer = |e: &Entry| e.leaves.as_ref().and_then(|c| c.leaves.get(&key).map(|&a| (a, c.access)));
-        {
-            let classes = self.classes.read().ok()?;
-            if let Some(e) = classes.get(class) {
+        let known = match self.classes.read().ok()?.get(class) {
+            Some(e) => {
                 if e.pending {
                     TOOK_PENDING.with(|t| t.set(true));
                 }
@@ -105,9 +104,11 @@ impl JdkLeaves {
                 if !own || e.frozen {
                     return answer(e);
                 }
+                true
             }
-        }
-        if !self.classes.read().ok()?.contains_key(class) {
+            None => false,
+        };
+        if !known {
             self.settle(class)?;
         }
         let mut classes = self.classes.write().ok()?;

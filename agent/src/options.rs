@@ -150,7 +150,7 @@ impl Options {
         self.summary != Sink::Off || self.json.is_some()
     }
 
-    /// Record mode: a method whose every call enters a leaf of its own class is a leaf too
+    /// Record mode: a method whose every call certainly enters a leaf is a leaf too
     /// (`rewrite::ProbeChoice::leaf_calls`). By default only without `sample=`: a sample taken
     /// at the entry of such a method's callee walks the stack.
     pub fn leaf_callers(&self) -> bool {

@@ -232,11 +232,9 @@ pub struct Recorder {
     pub out: PathBuf,
     sample: u64,
     verify: u64,
-    /// Classes are left out (`include=`/`exclude=`): the rewriter puts a drop probe after every
-    /// call (`rewrite::ProbeChoice`), so pairs entered through left-out code may be trusted
-    /// (`caller_frame`).
-    drop_after_calls: bool,
-    /// The probes of record mode's rewrites ([`record_probes`]).
+    /// The probes of record mode's rewrites ([`record_probes`]). With classes left out
+    /// (`include=`/`exclude=`) a drop probe follows every call (`drop_after_calls`), so pairs
+    /// entered through left-out code may be trusted (`caller_frame`).
     probes: ProbeChoice,
     /// What leaf callers may count on in the JDK's classes (none without `leaf_callers`, and
     /// with a class cache, whose records must not depend on the JDK's image).
@@ -688,13 +686,13 @@ fn record_probes(options: &crate::options::Options) -> ProbeChoice {
 /// The leaves of the JDK's classes, from the runtime image of the JVM's `java.home`, when leaf
 /// callers are on and no class cache is (its records are rewritten without them). Without the
 /// image, calls into other classes make no leaf callers; nothing else changes.
-fn jdk_leaves(jvmti: Jvmti, options: &crate::options::Options) -> Option<Arc<JdkLeaves>> {
+fn jdk_leaves(jvmti: Jvmti, options: &crate::options::Options, probes: ProbeChoice) -> Option<Arc<JdkLeaves>> {
     if !options.leaf_callers() || options.cache.is_some() {
         return None;
     }
     let home = jvmti.system_property(c"java.home").ok()?;
     let modules = PathBuf::from(home).join("lib/modules");
-    match JdkLeaves::open(&modules, record_probes(options)) {
+    match JdkLeaves::open(&modules, probes) {
         Ok(j) => Some(j),
         Err(e) => {
             diag!(Info, "leaf callers count on no other class: {}: {e}", modules.display());
@@ -726,9 +724,8 @@ impl Recorder {
             out,
             sample: options.sample,
             verify: options.verify,
-            drop_after_calls: !options.include.is_empty() || !options.exclude.is_empty(),
             probes: record_probes(options),
-            jdk_leaves: jdk_leaves(jvmti, options),
+            jdk_leaves: jdk_leaves(jvmti, options, record_probes(options)),
             frames: RwLock::new(FxHashMap::default()),
             op_kinds: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),
@@ -1075,7 +1072,7 @@ impl Recorder {
         let call_site_allowed = |site: u32| match between {
             Between::Nothing => callee.is_none_or(|m| crate::hook::site_may_call(site, m)),
             Between::HiddenClasses => true,
-            Between::LeftOut => self.drop_after_calls,
+            Between::LeftOut => self.probes.drop_after_calls,
             Between::Native => false,
         };
         let location = |ctx: Context| self.location_caller(id, f.method, f.location, ctx);

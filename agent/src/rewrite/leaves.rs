@@ -24,6 +24,7 @@
 
 use super::classfile::{be_u16, ConstPool, Method, TAG_IMETHODREF, TAG_METHODREF};
 use super::code;
+use super::probes::DEFINE_HOOK;
 use super::{ProbeChoice, ACC_ABSTRACT, ACC_NATIVE, ACC_STATIC};
 
 const ACC_PRIVATE: u16 = 0x0002;
@@ -62,11 +63,23 @@ pub(crate) struct ClassView<'c, 'a> {
     pub this_class: u16,
     pub access: u16,
     pub methods: &'c [Method],
-    /// The method of the define hook (probes.rs, `DEFINE_HOOK`), never a leaf: its entry probe
-    /// needs the locals of a method with sites.
-    pub define_hook: Option<usize>,
+    /// The method that has site probes whatever it calls, if the class has one: the define
+    /// hook's (probes.rs, `DEFINE_HOOK`: its entry probe needs the locals of a method with
+    /// sites) or `Object.<init>` (a call probe before its `return`s, method.rs).
+    sited: Option<usize>,
     /// [`super::SiteRegistry::known_leaf`].
     pub known_leaf: &'c super::KnownLeaf<'c>,
+}
+
+impl<'c, 'a> ClassView<'c, 'a> {
+    pub fn new(bytes: &'a [u8], cp: &'c ConstPool<'a>, this_class: u16, access: u16, methods: &'c [Method], known_leaf: &'c super::KnownLeaf<'c>) -> Self {
+        let class = cp.class_name(this_class).unwrap_or_default();
+        let sited = methods.iter().position(|m| {
+            let (name, desc) = (cp.utf8(m.name).unwrap_or_default(), cp.utf8(m.desc).unwrap_or_default());
+            DEFINE_HOOK.is(class, name, desc, m.access) || (class == b"java/lang/Object" && name == b"<init>")
+        });
+        ClassView { bytes, cp, this_class, access, methods, sited, known_leaf }
+    }
 }
 
 /// What a method is before the leaf callers are known.
@@ -149,7 +162,7 @@ pub(crate) fn find(class: &ClassView<'_, '_>, probes: ProbeChoice, s: &mut LeafS
 /// loop's.
 fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, calls: &mut Vec<(u16, u16)>, pending: &mut Vec<u32>) -> Scan {
     let Some(span) = &m.code else { return Scan::No };
-    if m.dup_code || m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 || class.define_hook == Some(i) {
+    if m.dup_code || m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 || class.sited == Some(i) {
         return Scan::No;
     }
     let Some((code, handlers)) = code_of(class.bytes.get(span.info.clone()).unwrap_or_default()) else {
@@ -163,8 +176,13 @@ fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, ca
     let mut any = false;
     // First without asking the registry about other classes (taking their static methods for
     // leaves), so that a method with another kind of call leads to no question: each may read
-    // and analyse class files (agent/src/jdk_leaves.rs).
+    // and analyse class files (agent/src/jdk_leaves.rs). Again, asking, only if it calls such.
+    let mut elsewhere = false;
     for ask in [false, true] {
+        if ask && !elsewhere {
+            break;
+        }
+        calls.truncate(mark);
         let all_leaves = code::every_invoke(code, pending, |off, throws| {
             any = true;
             if throws && throws_ok {
@@ -176,12 +194,13 @@ fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, ca
             }
             match callee(class, code, off, ask) {
                 Callee::Here(j) => {
-                    if ask {
-                        calls.push((i as u16, j as u16));
-                    }
+                    calls.push((i as u16, j as u16));
                     true
                 }
-                Callee::LeafElsewhere => true,
+                Callee::LeafElsewhere => {
+                    elsewhere = true;
+                    true
+                }
                 Callee::Unknown => false,
             }
         });

@@ -285,13 +285,6 @@ pub(crate) enum Path {
     LeafCaller,
 }
 
-/// Whether `m` is the method the define hook instruments ([`probes::DEFINE_HOOK`]): an instance
-/// method of that class, name and descriptor (its parameters' slots hold for that only).
-fn is_define_hook(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>) -> bool {
-    let hook = &probes::DEFINE_HOOK;
-    m.access & super::ACC_STATIC == 0 && m.name == hook.method && cx.class_name == hook.class && m.desc == hook.descriptor
-}
-
 /// Locates the parts of the method's Code attribute and classifies its sub-attributes into
 /// `s.sub`.
 #[inline(always)]
@@ -466,8 +459,8 @@ fn method_info<'n>(cx: &ClassCtx<'_, 'n>, m: &MethodIn<'_, 'n>, leaf: bool) -> M
 /// hooked method (see [`probes::DEFINE_HOOK`]; not a leaf).
 fn probe_locals(cx: &ClassCtx<'_, '_>, m: &MethodIn<'_, '_>, max_locals: u16, leaf: bool, pool: &mut PoolEdit<'_>) -> Result<ProbeLocals, SkipReason> {
     let mut locals = ProbeLocals::after(max_locals, leaf).ok_or(SkipReason::TooManyLocals)?;
-    if !leaf && is_define_hook(cx, m) {
-        let hook = &probes::DEFINE_HOOK;
+    let hook = &probes::DEFINE_HOOK;
+    if !leaf && hook.is(cx.class_name.as_bytes(), m.name.as_bytes(), m.desc.as_bytes(), m.access) {
         locals.define_hook = Some(pool.runtime_method(hook.runtime_method, hook.runtime_descriptor));
     }
     Ok(locals)

@@ -493,13 +493,8 @@ fn rewrite_with<O>(
     } = &mut *bufs;
     match registry.as_deref() {
         Some(r) => {
-            let define_hook = (class_name == probes::DEFINE_HOOK.class).then(|| {
-                let hook = &probes::DEFINE_HOOK;
-                let named = |i: u16, s: &str| pool.cp.utf8(i) == Some(s.as_bytes());
-                methods.iter().position(|m| m.access & ACC_STATIC == 0 && named(m.name, hook.method) && named(m.desc, hook.descriptor))
-            });
             let known_leaf = |c: &[u8], n: &[u8], d: &[u8], own: bool| r.known_leaf(c, n, d, own);
-            let view = leaves::ClassView { bytes, cp: &pool.cp, this_class, access, methods: &methods, define_hook: define_hook.flatten(), known_leaf: &known_leaf };
+            let view = leaves::ClassView::new(bytes, &pool.cp, this_class, access, &methods, &known_leaf);
             leaves::find(&view, r.probes(), leaf_scratch, leaves);
         }
         None => {
@@ -596,19 +591,14 @@ pub type LeafMethod = (Vec<u8>, Vec<u8>, u16);
 /// calls, as in a rewrite.
 pub fn leaf_methods(class_bytes: &[u8], probes: ProbeChoice, known_leaf: &KnownLeaf<'_>) -> Result<(u16, Vec<LeafMethod>), RewriteError> {
     let cf = ClassFile::parse(class_bytes)?;
-    let class = cf.cp.class_name(cf.this_class).ok_or(RewriteError::Malformed("this_class"))?;
     // What callers count on in this class is what is being found: nothing to keep.
     let others = |c: &[u8], n: &[u8], d: &[u8], own: bool| if own { None } else { known_leaf(c, n, d, false) };
-    let view = leaves::ClassView { bytes: cf.bytes, cp: &cf.cp, this_class: cf.this_class, access: cf.access, methods: &cf.methods, define_hook: None, known_leaf: &others };
+    let view = leaves::ClassView::new(cf.bytes, &cf.cp, cf.this_class, cf.access, &cf.methods, &others);
     let mut kinds = Vec::new();
     leaves::find(&view, probes, &mut leaves::LeafScratch::default(), &mut kinds);
     let mut out = Vec::new();
     for (m, kind) in cf.methods.iter().zip(kinds) {
-        let (Some(name), Some(desc)) = (cf.cp.utf8(m.name), cf.cp.utf8(m.desc)) else { continue };
-        // The define hook's method and `Object.<init>` have site probes whatever they call.
-        let never = (class == probes::DEFINE_HOOK.class.as_bytes() && name == probes::DEFINE_HOOK.method.as_bytes())
-            || (class == b"java/lang/Object" && name == b"<init>");
-        if kind.is_leaf() && !never {
+        if let (true, Some(name), Some(desc)) = (kind.is_leaf(), cf.cp.utf8(m.name), cf.cp.utf8(m.desc)) {
             out.push((name.to_vec(), desc.to_vec(), m.access));
         }
     }

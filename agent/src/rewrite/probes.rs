@@ -61,6 +61,14 @@ pub struct DefineHook {
     pub runtime_descriptor: &'static str,
 }
 
+impl DefineHook {
+    /// Whether method (name, descriptor) of `access` in class `class` is this one: an instance
+    /// method (its parameters' slots hold for that only).
+    pub fn is(&self, class: &[u8], name: &[u8], desc: &[u8], access: u16) -> bool {
+        access & super::ACC_STATIC == 0 && name == self.method.as_bytes() && class == self.class.as_bytes() && desc == self.descriptor.as_bytes()
+    }
+}
+
 pub const DEFINE_HOOK: DefineHook = DefineHook {
     class: "java/lang/System$2",
     method: "defineClass",
