@@ -814,14 +814,21 @@ fn lambdas_method_refs_indy_concat_method_handles() {
 /// Stack walks of a run of `main` with system property `property` = `n` (from the agent's
 /// closing log line).
 fn walks_of(tmp: &Path, main: &str, property: &str, n: u32) -> u64 {
-    let store = tmp.join(format!("store-{main}-{n}"));
-    let log = tmp.join(format!("agent-{main}-{n}.log"));
-    let opts = format!("out={},verify=1,summary=off,loglevel=info,log={}", store.display(), log.display());
+    logged_count(&logged_run(tmp, main, property, n, ""), "walks")
+}
+
+/// The agent's log of a run of `main` in full encoding, with `verify=1` and options `extra`,
+/// with system property `property` = `n`, whose marks are checked.
+fn logged_run(tmp: &Path, main: &str, property: &str, n: u32, extra: &str) -> String {
+    let run = tempfile::tempdir_in(tmp).expect("tempdir");
+    let store = run.path().join(format!("store-{main}-{n}"));
+    let log = run.path().join(format!("agent-{main}-{n}.log"));
+    let opts = format!("out={},verify=1,summary=off,loglevel=info,log={}{extra}", store.display(), log.display());
     let out = run_java(main, &opts, &[OsString::from(format!("-D{property}={n}"))]);
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(out.code, Some(0), "{main} {n} failed:\n{}\n{log_text}", out.stderr);
     check_marks(&format!("{main} {n}"), &parse_heres(&out.stdout), &store);
-    logged_count(&log_text, "walks")
+    log_text
 }
 
 /// A method whose every call certainly enters a leaf of its own class is a leaf too in full
@@ -889,11 +896,15 @@ fn assert_loop_does_not_walk(main: &str, property: &str, what: &str) {
 }
 
 /// The JVM calls `Finalizer.register` from the `return` of `Object.<init>`: exact in every
-/// entry (sample=1), and from the call-site record that the rewriter puts before that `return`,
-/// not by a walk (and a safepoint to read the frame's locals) per finalizable object. The
-/// Reference Handler and Finalizer threads, restarted on rewritten code, enqueue and finalize
-/// them all, exactly, without a walk per object (their obsolete loops took three), and the old
-/// threads are gone. An empty finalizer keeps a class's instances unregistered.
+/// entry (sample=1, where the rewriter puts a call probe before that `return`), and not by a
+/// walk per finalizable object in full encoding, where `Object.<init>` is a leaf and so is
+/// `Finalizer.register` (its constructor's chain ends in `Object.<init>`). With a class cache,
+/// which asks nothing of other classes, `Finalizer.register` is no leaf and each registration
+/// walks; the walk then takes its caller's record from the thread's slot, not from the locals of
+/// the constructor that called `Object.<init>` (a safepoint each). The Reference Handler and
+/// Finalizer threads, restarted on rewritten code, enqueue and finalize them all, exactly,
+/// without a walk per object (their obsolete loops took three), and the old threads are gone.
+/// An empty finalizer keeps a class's instances unregistered.
 #[test]
 fn finalizers() {
     Scenario::new("LiveFinalizers")
@@ -901,6 +912,16 @@ fn finalizers() {
         .expect(&["tracked-ctor-0", "finalizers-done-true", "finalize-on-Finalizer-8-true-null", "finalized-all-true", "finalizer-threads-1", "reference-handlers-1", "cancelled-unregistered-true"])
         .run();
     assert_loop_does_not_walk("LiveFinalizers", "finalizers.n", "finalizable objects");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = format!(",cache={}", tmp.path().join("cache").display());
+    let counts = |n| {
+        let log = logged_run(tmp.path(), "LiveFinalizers", "finalizers.n", n, &cache);
+        (logged_count(&log, "walks"), logged_count(&log, "walks that read a frame's context"))
+    };
+    let (few, few_reads) = counts(1);
+    let (many, many_reads) = counts(20_000);
+    assert!(many >= few + 20_000, "with a class cache, 20,000 registrations took {many} walks against {few}: not the path to test");
+    assert!(many_reads < few_reads + 2_000, "20,000 registrations read {many_reads} frames' contexts against {few_reads} for one");
 }
 
 /// VarHandle and MethodHandle calls are linked straight to methods of other names; once known,

@@ -18,7 +18,8 @@
 //! between the callee and F, F is at an invoke, the pending record is F's own and the callee
 //! has the name and descriptor the invoke references, the edge uses the pending site (the
 //! `return` of `Object.<init>` counts as an invoke of `Finalizer.register`, which the JVM calls
-//! from there, and the rewriter puts a call probe before it); otherwise the edge uses a
+//! from there, and the rewriter puts a call probe before it, except in full encoding, where
+//! `Object.<init>` is a leaf whose caller's record the walk takes from the slot); otherwise the edge uses a
 //! *location site* for F's current instruction, whose line is the line HotSpot prints for it. A
 //! walk that meets an obsolete method (a frame entered before its class was rewritten) stops
 //! there: the context starts at the truncated root; a frame of a rewritten version that a
@@ -935,6 +936,8 @@ impl Recorder {
             // What was passed over between the callee and its caller: with anything, the pending
             // record may be another frame's.
             let mut between = Between::Nothing;
+            // Whether the callee being entered is the first visible frame of this walk.
+            let mut entered_here = false;
             loop {
                 if self.jvmti.current_stack(start as jint, WALK_CHUNK, &mut stack).is_err() {
                     return Caller::Truncated;
@@ -948,6 +951,7 @@ impl Recorder {
                         callee_done = true;
                         if let Some(id) = callee {
                             self.learn(f.method, id);
+                            entered_here = true;
                         }
                         continue;
                     }
@@ -981,9 +985,14 @@ impl Recorder {
                         }
                         FrameKind::Lucce => continue,
                     };
-                    // A leaf: the next frame to find is its caller.
+                    // A leaf: the next frame to find is its caller, which called it with the
+                    // slot's last record if the leaf is `Object.<init>` at its `return` and the
+                    // callee, right above it, is what the JVM called from there
+                    // (`Finalizer.register`): the leaf's entry only dropped the record, and
+                    // `Object.<init>` runs nothing else. Its caller's locals then need no read.
+                    let registering = entered_here && leaves.is_empty() && between == Between::Nothing && self.is_object_init_return(leaf, f);
                     leaves.push((leaf, f.method, f.location));
-                    (pending, callee, between) = (None, Some(leaf), Between::Nothing);
+                    (pending, callee, between) = (registering.then(|| self.last_record()).flatten(), Some(leaf), Between::Nothing);
                 }
                 if stack.len() < WALK_CHUNK {
                     return Caller::Thread;
@@ -1165,6 +1174,22 @@ impl Recorder {
             self.learn(m, probe.method_id);
             probe.method_id
         })
+    }
+
+    /// The last call-site record written into this thread's slot, taken or not: the record of
+    /// the call that entered a leaf (whose entry only drops it), as long as no call probe has
+    /// run since. Only from a home slot that the thread owns: a thread with a private slot
+    /// writes its records into the sink.
+    fn last_record(&self) -> Option<(u32, Context)> {
+        let s = my_slot().filter(|&s| self.slots.contains(s) && s.tid.load(Ordering::Relaxed) > 0)?;
+        let ctx = Context { c: s.c.load(Ordering::Relaxed), v: s.v.load(Ordering::Relaxed) };
+        (ctx.v != UNKNOWN_VERSION).then(|| (s.site.load(Ordering::Relaxed), ctx))
+    }
+
+    /// Whether frame `f` of leaf `id` is `Object.<init>` at a `return` (where the JVM calls
+    /// `Finalizer.register`, when the rewrite has no call probe there: `ProbeChoice::finalizer_call`).
+    fn is_object_init_return(&self, id: u32, f: &FrameInfo) -> bool {
+        crate::hook::method_named(id, Some(("java/lang/Object", "<init>", "()V"))).is_some() && self.opcode_at(f.method, f.location) == Some(OpKind::Return)
     }
 
     /// Whether the instruction at `location` can be the one call site `site` probes: an invoke,

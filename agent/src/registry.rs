@@ -7,7 +7,9 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+
+use rustc_hash::FxHashMap;
 
 use serde::Serialize;
 
@@ -149,7 +151,16 @@ pub struct Registry {
     probes: ProbeChoice,
     /// See `SiteRegistry::known_leaf` (none: nothing known of other classes).
     jdk_leaves: Option<std::sync::Arc<crate::jdk_leaves::JdkLeaves>>,
+    /// With `jdk_leaves`, the leaves of the program's classes published so far that a call
+    /// fixes (static methods and constructors), by class name: `rewrite::target_key` of (name,
+    /// descriptor) → access flags. A class published again under the same name (another class
+    /// loader's, a retransform) keeps only the leaves both have. A superclass is loaded after its
+    /// first subclass's load hook, so that constructor counts on nothing; later ones count on it.
+    app_leaves: Option<RwLock<FxHashMap<Box<str>, MethodLeaves>>>,
 }
+
+/// A class's leaves: `rewrite::target_key` of (name, descriptor) → access flags.
+type MethodLeaves = FxHashMap<u64, u16>;
 
 impl Registry {
     pub fn new() -> Self {
@@ -173,8 +184,42 @@ impl Registry {
 
     /// This registry tells the rewriter the leaves of the JDK's classes (`jdk_leaves.rs`).
     pub fn with_jdk_leaves(mut self, jdk_leaves: Option<std::sync::Arc<crate::jdk_leaves::JdkLeaves>>) -> Self {
+        self.app_leaves = jdk_leaves.is_some().then(RwLock::default);
         self.jdk_leaves = jdk_leaves;
         self
+    }
+
+    /// Keeps the leaves of a published class of the program that calls fix (`app_leaves`).
+    fn learn_leaves(&self, methods: &[(u32, MethodRecord)]) {
+        let Some(app) = &self.app_leaves else { return };
+        let Some(class) = methods.first().map(|(_, m)| m.class()).filter(|c| !crate::jdk_leaves::maybe_java_base(c.as_bytes())) else { return };
+        let leaves: MethodLeaves = methods
+            .iter()
+            .filter(|(_, m)| m.leaf && (m.access_flags & crate::rewrite::ACC_STATIC != 0 || m.name() == "<init>"))
+            .map(|(_, m)| (crate::rewrite::target_key_of_text(m.name(), m.descriptor()), m.access_flags))
+            .collect();
+        let mut app = app.write().unwrap_or_else(|e| e.into_inner());
+        match app.get_mut(class) {
+            Some(known) => known.retain(|k, a| leaves.get(k) == Some(a)),
+            None => {
+                app.insert(class.into(), leaves);
+            }
+        }
+    }
+
+    /// `SiteRegistry::known_leaf`: the JDK's from its runtime image, the program's from
+    /// `app_leaves` (with the class's access flags unknown: 0).
+    fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        let jdk = self.jdk_leaves.as_ref()?;
+        if crate::jdk_leaves::maybe_java_base(class) {
+            return jdk.known_leaf(class, name, desc, own);
+        }
+        if own {
+            return None;
+        }
+        let app = self.app_leaves.as_ref()?.read().unwrap_or_else(|e| e.into_inner());
+        let access = *app.get(std::str::from_utf8(class).ok()?)?.get(&crate::rewrite::target_key(name, desc))?;
+        Some((access, 0))
     }
 
     /// Sets the publish sink (once).
@@ -327,6 +372,9 @@ impl ClassRegistrar<'_> {
             return;
         }
         let b = &mut *self.bufs;
+        if !self.hidden_class {
+            self.reg.learn_leaves(&b.methods);
+        }
         let mut t = self.reg.tables();
         reserve_for(&mut t.methods, &b.methods);
         for (id, m) in b.methods.drain(..) {
@@ -396,7 +444,7 @@ impl SiteRegistry for ClassRegistrar<'_> {
     }
 
     fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
-        self.reg.jdk_leaves.as_ref()?.known_leaf(class, name, desc, own)
+        self.reg.known_leaf(class, name, desc, own)
     }
 
     fn retransforming(&self) -> bool {
@@ -502,6 +550,41 @@ mod tests {
         assert!(!u.take_ids((13, 101), (1, 1)), "site 101 is gone");
         u.reserve_sites(1);
         assert_eq!((u.method(&m), u.site(13, &s), u.method(&m)), (13, 102, 14));
+    }
+
+    /// With the JDK's leaves, the program's are known from its classes' publishes: static leaves
+    /// and leaf constructors (the calls that fix their target), of no hidden class, those that
+    /// every publish of the name agrees on.
+    #[test]
+    fn program_leaves_are_those_calls_fix() {
+        let Some(modules) = crate::jimage::tests::jdk_modules() else {
+            eprintln!("no JDK runtime image; skipping");
+            return;
+        };
+        let jdk = crate::jdk_leaves::JdkLeaves::open(&modules, ProbeChoice::record(false)).unwrap();
+        let reg = Registry::new().with_jdk_leaves(Some(jdk));
+        let publish = |hidden: bool, methods: &[(&str, u16, bool)]| {
+            let mut r = if hidden { reg.hidden_class_registrar() } else { reg.registrar() };
+            for &(name, access_flags, leaf) in methods {
+                r.method(&MethodInfo { class: "p/A", name, descriptor: "()V", source_file: None, access_flags, leaf });
+            }
+            r.publish();
+        };
+        let leaf = |name: &str| reg.known_leaf(b"p/A", name.as_bytes(), b"()V", false).map(|(access, _)| access);
+        publish(true, &[("<init>", 1, true)]);
+        assert_eq!(leaf("<init>"), None, "a hidden class");
+        publish(false, &[("<init>", 1, true), ("s", 9, true), ("v", 1, true), ("t", 9, false)]);
+        assert_eq!([leaf("<init>"), leaf("s"), leaf("v"), leaf("t")], [Some(1), Some(9), None, None]);
+        assert_eq!(reg.known_leaf(b"p/A", b"s", b"()V", true), None, "asked by its own rewrite");
+        // Another class loader's p/A, whose constructor calls on.
+        publish(false, &[("<init>", 1, false), ("s", 9, true)]);
+        assert_eq!([leaf("<init>"), leaf("s")], [None, Some(9)]);
+        assert!(reg.known_leaf(b"java/lang/Object", b"<init>", b"()V", false).is_some(), "the JDK's from its image");
+        let without = Registry::new();
+        let mut r = without.registrar();
+        r.method(&MethodInfo { class: "p/A", name: "s", descriptor: "()V", source_file: None, access_flags: 9, leaf: true });
+        r.publish();
+        assert_eq!(without.known_leaf(b"p/A", b"s", b"()V", false), None, "without the JDK's leaves, none");
     }
 
     /// Each method keeps its own class name and source file, also when one registrar is given

@@ -312,7 +312,12 @@ impl SiteRegistry for Leaves {
 /// In record mode `String.length()`, whose one call is of `coder()`, a leaf of the final class
 /// String, is a leaf (rewrite/leaves.rs); `charAt`, which calls into `StringLatin1`, only when
 /// the registry tells the JDK's leaves (agent/src/jdk_leaves.rs), and so is `ArrayList.get`,
-/// through `Objects.checkIndex`; with `leaf_calls` none is.
+/// through `Objects.checkIndex`; with `leaf_calls` none is. `Object.<init>` is a leaf in record
+/// mode, without the call probe before its `return` that it keeps with `leaf_calls`; so are the
+/// constructors that only call it through their superclasses' (`ArrayList()`), and
+/// `Finalizer.register`, whose constructor chain ends there, with the JDK's leaves; and through
+/// the native `System.arraycopy`, `super.m()` and virtual calls of the final class String,
+/// `String.substring` and `StringBuilder.append(String)`.
 #[test]
 fn leaf_callers_in_string_and_array_list() {
     let Some(home) = rewrite_common::java_home() else {
@@ -320,7 +325,7 @@ fn leaf_callers_in_string_and_array_list() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/(lang/String|util/ArrayList).class"));
+    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/(lang/String|util/ArrayList|lang/Object|lang/ref/Finalizer|lang/StringBuilder).class"));
     let class = |name: &str| std::fs::read(files.iter().find(|f| f.ends_with(name)).unwrap_or_else(|| panic!("no {name}"))).unwrap();
     let (string, list) = (class("java/lang/String.class"), class("java/util/ArrayList.class"));
     let record = ProbeChoice::record(false);
@@ -344,6 +349,21 @@ fn leaf_callers_in_string_and_array_list() {
     assert_eq!(leaves, [false, true, false], "{list_methods:?}");
     let (leaves, _) = leaves_of(record, &list, &list_methods, true);
     assert_eq!(leaves, [true, true, false], "{list_methods:?} with the JDK's leaves");
+    let (object, finalizer, builder) = (class("java/lang/Object.class"), class("java/lang/ref/Finalizer.class"), class("java/lang/StringBuilder.class"));
+    let init = ["<init>()V"];
+    assert_eq!(leaves_of(record, &object, &init, false).0, [true], "Object.<init>");
+    assert_eq!(leaves_of(ProbeChoice { leaf_calls: true, ..record }, &object, &init, false).0, [false], "Object.<init> with leaf_calls");
+    assert_eq!(leaves_of(record, &list, &init, false).0, [false], "ArrayList.<init> without the JDK's leaves");
+    assert_eq!(leaves_of(record, &list, &init, true).0, [true], "ArrayList.<init> with the JDK's leaves");
+    let register = ["register(Ljava/lang/Object;)V"];
+    assert_eq!(leaves_of(record, &finalizer, &register, true).0, [true], "Finalizer.register with the JDK's leaves");
+    // Through `Arrays.copyOfRange`, which calls the native `System.arraycopy`, and the
+    // constructor `String(byte[], byte)`.
+    let substring = ["substring(II)Ljava/lang/String;"];
+    assert_eq!(leaves_of(record, &string, &substring, true).0, [true], "String.substring with the JDK's leaves");
+    // `super.append(s)`, whose `putStringAt` calls the final class String's `getBytes`.
+    let append = ["append(Ljava/lang/String;)Ljava/lang/StringBuilder;"];
+    assert_eq!(leaves_of(record, &builder, &append, true).0, [true], "StringBuilder.append(String) with the JDK's leaves");
 }
 
 #[test]

@@ -8,8 +8,11 @@
 //!   off): each such call walks the stack, once per exception;
 //! - a *leaf caller* ([`ProbeChoice::leaf_calls`] off), a method whose every call certainly
 //!   enters a leaf of its own class (`String.length()`, which calls `coder()`; also through
-//!   other leaf callers of the class) or a static leaf of another class that the registry knows
-//!   ([`super::SiteRegistry::known_leaf`]: `String.charAt` through `StringLatin1.charAt`).
+//!   other leaf callers of the class) or a leaf of another class that the registry knows
+//!   ([`super::SiteRegistry::known_leaf`]: `String.charAt` through the static
+//!   `StringLatin1.charAt`, `ArrayList()` through the constructors of its superclasses up to
+//!   `Object.<init>`), or calls one of a few natives that run no Java code
+//!   (`System.arraycopy`, [`PURE_NATIVES`]).
 //!
 //! A leaf caller's callees find no record at their entry, since it has no call probe, and need
 //! none: a leaf's entry computes nothing, and a walk that passes over a leaf computes its context
@@ -19,7 +22,9 @@
 //! `invokespecial`, and `invokevirtual` or `invokeinterface` of a private method, of a final
 //! method or in a final class, and `invokevirtual` of a package-private method of a class in a
 //! `java.` package, which only the JDK's own classes could override. A call a subclass could
-//! override is not admitted. A leaf caller may also make calls that build the exception it
+//! override is not admitted. Of another class, static methods and those of `invokespecial`
+//! (constructors, `super.m()`) are asked about, and virtual ones only of a few final classes
+//! of the JDK ([`FINAL_CLASSES`]: `String`, the builders, the boxes). A leaf caller may also make calls that build the exception it
 //! throws, as the first kind.
 
 use super::classfile::{be_u16, ConstPool, Method, TAG_IMETHODREF, TAG_METHODREF};
@@ -65,8 +70,11 @@ pub(crate) struct ClassView<'c, 'a> {
     pub methods: &'c [Method],
     /// The method that has site probes whatever it calls, if the class has one: the define
     /// hook's (probes.rs, `DEFINE_HOOK`: its entry probe needs the locals of a method with
-    /// sites) or `Object.<init>` (a call probe before its `return`s, method.rs).
+    /// sites), or `Object.<init>` where [`ProbeChoice::leaf_calls`] are kept (a call probe
+    /// before its `return`s, method.rs, [`ProbeChoice::finalizer_call`]).
     sited: Option<usize>,
+    /// `Object.<init>`, in class `Object`.
+    object_init: Option<usize>,
     /// [`super::SiteRegistry::known_leaf`].
     pub known_leaf: &'c super::KnownLeaf<'c>,
 }
@@ -74,11 +82,13 @@ pub(crate) struct ClassView<'c, 'a> {
 impl<'c, 'a> ClassView<'c, 'a> {
     pub fn new(bytes: &'a [u8], cp: &'c ConstPool<'a>, this_class: u16, access: u16, methods: &'c [Method], known_leaf: &'c super::KnownLeaf<'c>) -> Self {
         let class = cp.class_name(this_class).unwrap_or_default();
+        let named = |m: &Method| (cp.utf8(m.name).unwrap_or_default(), cp.utf8(m.desc).unwrap_or_default());
         let sited = methods.iter().position(|m| {
-            let (name, desc) = (cp.utf8(m.name).unwrap_or_default(), cp.utf8(m.desc).unwrap_or_default());
-            DEFINE_HOOK.is(class, name, desc, m.access) || (class == b"java/lang/Object" && name == b"<init>")
+            let (name, desc) = named(m);
+            DEFINE_HOOK.is(class, name, desc, m.access)
         });
-        ClassView { bytes, cp, this_class, access, methods, sited, known_leaf }
+        let object_init = (class == b"java/lang/Object").then(|| methods.iter().position(|m| named(m).0 == b"<init>")).flatten();
+        ClassView { bytes, cp, this_class, access, methods, sited, object_init, known_leaf }
     }
 }
 
@@ -162,7 +172,7 @@ pub(crate) fn find(class: &ClassView<'_, '_>, probes: ProbeChoice, s: &mut LeafS
 /// loop's.
 fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, calls: &mut Vec<(u16, u16)>, pending: &mut Vec<u32>) -> Scan {
     let Some(span) = &m.code else { return Scan::No };
-    if m.dup_code || m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 || class.sited == Some(i) {
+    if m.dup_code || m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 || class.sited == Some(i) || probes.finalizer_call() && class.object_init == Some(i) {
         return Scan::No;
     }
     let Some((code, handlers)) = code_of(class.bytes.get(span.info.clone()).unwrap_or_default()) else {
@@ -238,6 +248,42 @@ enum Callee {
     Unknown,
 }
 
+/// Static native methods of `java.base` that run no Java code (but for an exception they throw):
+/// a call of one needs no record, as a leaf's does not (`Arrays.copyOf` calls `arraycopy`). Only
+/// the JDK's boot loader may define classes in `java.` packages, so the names are these.
+const PURE_NATIVES: &[(&[u8], &[u8])] = &[
+    (b"java/lang/System", b"arraycopy"),
+    (b"java/lang/System", b"nanoTime"),
+    (b"java/lang/System", b"currentTimeMillis"),
+    (b"java/lang/System", b"identityHashCode"),
+    (b"java/lang/Thread", b"currentThread"),
+    (b"java/lang/Float", b"floatToRawIntBits"),
+    (b"java/lang/Float", b"intBitsToFloat"),
+    (b"java/lang/Double", b"doubleToRawLongBits"),
+    (b"java/lang/Double", b"longBitsToDouble"),
+    (b"java/lang/reflect/Array", b"newArray"),
+    (b"java/lang/reflect/Array", b"getLength"),
+];
+
+/// Final classes of `java.base` whose methods' leaves are asked about for `invokevirtual` too
+/// (the final class fixes the target): the strings, builders and boxes that small methods call
+/// most. Not every class: an answer reads and analyses the class, and those its methods call
+/// in turn, twice as many in a small program's JVM when every virtual call asked.
+const FINAL_CLASSES: &[&[u8]] = &[
+    b"java/lang/String",
+    b"java/lang/StringBuilder",
+    b"java/lang/StringBuffer",
+    b"java/lang/Integer",
+    b"java/lang/Long",
+    b"java/lang/Short",
+    b"java/lang/Byte",
+    b"java/lang/Character",
+    b"java/lang/Boolean",
+    b"java/lang/Double",
+    b"java/lang/Float",
+    b"java/lang/Class",
+];
+
 const INVOKEVIRTUAL: u8 = 0xB6;
 const INVOKESPECIAL: u8 = 0xB7;
 const INVOKESTATIC: u8 = 0xB8;
@@ -253,9 +299,21 @@ fn callee(class: &ClassView<'_, '_>, code: &[u8], off: usize, ask: bool) -> Call
     };
     let (Some(class_name), Some(name), Some(desc)) = (cp.class_name(c), cp.utf8(n), cp.utf8(d)) else { return Callee::Unknown };
     if c != class.this_class && Some(class_name) != cp.class_name(class.this_class) {
-        // Another class's: only static methods are asked about, so that an answer reads few
-        // classes (utility classes such as `StringLatin1`, `Objects`, `Preconditions`).
-        let leaf = op == INVOKESTATIC && (!ask || (class.known_leaf)(class_name, name, desc, false).is_some_and(|(access, _)| access & ACC_STATIC != 0));
+        // Another class's: only static methods and those of `invokespecial` (constructors,
+        // `super.m()`) are asked about, whose target the instruction fixes, so that an answer
+        // reads few classes (utility classes such as `StringLatin1`, `Objects`,
+        // `Preconditions`; superclasses up to `Object`).
+        let want_static = match op {
+            INVOKESTATIC if PURE_NATIVES.contains(&(class_name, name)) => return Callee::LeafElsewhere,
+            INVOKESTATIC => true,
+            INVOKESPECIAL => false,
+            INVOKEVIRTUAL if FINAL_CLASSES.contains(&class_name) => false,
+            _ => return Callee::Unknown,
+        };
+        let leaf = !ask
+            || (class.known_leaf)(class_name, name, desc, false).is_some_and(|(access, class_access)| {
+                (access & ACC_STATIC != 0) == want_static && (op != INVOKEVIRTUAL || access & (ACC_FINAL | ACC_PRIVATE) != 0 || class_access & ACC_FINAL != 0)
+            });
         return if leaf { Callee::LeafElsewhere } else { Callee::Unknown };
     }
     let found = class.methods.iter().position(|m| (m.name, m.desc) == (n, d) || (cp.utf8(m.name), cp.utf8(m.desc)) == (Some(name), Some(desc)));

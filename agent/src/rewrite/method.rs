@@ -220,7 +220,7 @@ const TRUNCATED: SkipReason = SkipReason::MalformedCode("truncated Code attribut
 ///
 /// Most methods take the direct rewrite ([`code::Direct`]: one pass over the code, probes
 /// inserted as their instructions come); a method that may grow past 32 KiB, `Object.<init>`
-/// (whose `return`s get call probes) and one with a switch before its first probe take the
+/// when its `return`s get call probes and one with a switch before its first probe take the
 /// general one (segments, a layout that can widen branches, [`code::emit`]). Both give the
 /// same bytes, but for a class with a method the direct path rejects after taking its ids
 /// (malformed code): that class keeps the ids' constants in its pool.
@@ -235,7 +235,7 @@ pub(crate) fn rewrite_method<'a>(
     let c = parse_code_attr(cx, m, pool, s)?;
     read_tables(&c, s)?;
     read_handlers(&c, &mut s.handlers)?;
-    let object_init = cx.this_is_object && m.name == "<init>";
+    let object_init = cx.this_is_object && m.name == "<init>" && reg.probes().finalizer_call();
     let sites = object_init || !m.leaf.drops_calls();
     let leaf_path = if m.leaf == Leaf::Throws { Path::ThrowLeaf } else { Path::LeafCaller };
     let direct = reg.direct_rewrite()
@@ -561,11 +561,12 @@ fn rewrite_general<'a>(
     let code_len = code.len();
     let d = &mut s.d;
     d.decode(code, &s.handlers)?;
-    if cx.this_is_object && m.name == "<init>" {
+    if cx.this_is_object && m.name == "<init>" && reg.probes().finalizer_call() {
         // The JVM calls `Finalizer.register` from the `return` of `Object.<init>`
         // (RegisterFinalizersAtInit): a call probe there gives that upcall the frame's record,
         // where it would otherwise walk and read the frame's locals, a safepoint each, for
-        // every finalizable object (jython: almost all of its walks).
+        // every finalizable object (jython: almost all of its walks). Not in full encoding,
+        // where `Object.<init>` is a leaf (`ProbeChoice::finalizer_call`).
         for ins in d.insns.iter_mut().filter(|ins| ins.op == OP_RETURN) {
             ins.probe = Probe::Call;
             d.nprobes += 1;

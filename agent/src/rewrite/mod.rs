@@ -9,7 +9,8 @@
 //!   invokestatic lucce/Runtime.version()J; lstore VER
 //!   CTX and VER are two new long locals appended after the method's max_locals.
 //! - before every invoke instruction (invokevirtual/special/static/interface/dynamic), and before
-//!   the `return` of `java/lang/Object.<init>` (the JVM calls `Finalizer.register` from there):
+//!   the `return` of `java/lang/Object.<init>` (the JVM calls `Finalizer.register` from there;
+//!   not in full encoding, where it is a leaf: `ProbeChoice::finalizer_call`):
 //!   push siteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.call(IJJ)V
 //! - right after every allocation (new, newarray, anewarray, multianewarray):
 //!   push allocSiteId (int); lload CTX; lload VER; invokestatic lucce/Runtime.alloc(IJJ)V
@@ -202,6 +203,15 @@ impl ProbeChoice {
     /// (classes left out) a drop probe after every call.
     pub fn record(drop_after_calls: bool) -> Self {
         ProbeChoice { alloc_sites: false, drop_after_calls, throw_path_calls: false, leaf_calls: false }
+    }
+
+    /// Whether `Object.<init>` has a call probe before its `return`s, standing for the JVM's call
+    /// of `Finalizer.register` there (method.rs). Not where leaf callers drop their call probes:
+    /// there it is a leaf, which the constructors that only call it count on; a finalizable
+    /// object's registration then finds its caller by a walk that reads no frame's locals
+    /// (agent/src/recorder.rs, `walk_from`).
+    pub fn finalizer_call(self) -> bool {
+        self.leaf_calls
     }
 
     /// The part of the class cache's file names that tells the choice.
