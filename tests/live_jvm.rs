@@ -853,18 +853,20 @@ fn leaf_callers_are_exact_and_walk_only_below_upcalls() {
 }
 
 /// A method whose calls only build the exception it throws is a leaf in record mode
-/// (agent/src/rewrite/leaves.rs): each of its throws walks the stack to find it.
-/// `throw_leaves=off` gives its calls their probes back, and its throws walk no more.
+/// (agent/src/rewrite/leaves.rs), also when an exception handler covers code before them: each
+/// of its throws walks the stack to find it. `throw_leaves=off` gives its calls their probes
+/// back, and its throws walk no more.
 #[test]
 fn throw_leaves_walk_once_per_throw_unless_off() {
     let walks = |opts: &str| {
         let (_tmp, out, log_text, _store) = run_logged("LiveThrowLeaves", opts);
-        assert_eq!((out.code, out.stdout.as_str()), (Some(0), "caught 2000\n"), "{opts}: {}\n{log_text}", out.stderr);
+        assert_eq!((out.code, out.stdout.as_str()), (Some(0), "caught 4000\n"), "{opts}: {}\n{log_text}", out.stderr);
         logged_count(&log_text, "walks")
     };
     let (on, off) = (walks(""), walks("throw_leaves=off"));
-    // Not quite one per throw: in one run 1,894 more (4,476 against 2,582).
-    assert!(on >= off + 1_000, "2,000 throws from a leaf: {on} walks, {off} with throw_leaves=off");
+    // Not quite one per throw: with 2,000 throws of the first kind only, in one run 1,894 more
+    // (4,476 against 2,582). Under 3,000 more if the second kind were no leaf.
+    assert!(on >= off + 3_000, "4,000 throws from leaves: {on} walks, {off} with throw_leaves=off");
 }
 
 /// A run of `main` with agent options `opts` plus a store and a log in a new directory

@@ -208,34 +208,34 @@ pub(crate) const fn is_alloc(op: u8) -> bool {
 /// 624 are shorter), and a long one would cost a scan of all its code up to its first call.
 pub(crate) const LEAF_MAX_CODE: usize = 256;
 
-/// Calls `f(off, throws)` at each invoke of `code`, in order, while it returns true; `throws`:
-/// the invoke lies on a straight run of instructions that ends in `athrow`, with no branch,
-/// switch, `jsr`, `ret` or return in between, so that it only builds the exception (`throw new
-/// E(...)`, `throw outOfBounds(i)`). True when `f` approved every invoke; false when it refused
-/// one or the code is malformed. `pending` holds the invokes of the current run.
-pub(crate) fn every_invoke(code: &[u8], pending: &mut Vec<u32>, mut f: impl FnMut(usize, bool) -> bool) -> bool {
+/// Calls `f(off, throw)` at each invoke of `code`, in order, while it returns true; `throw`: the
+/// offset of the `athrow` that ends the straight run of instructions the invoke lies on, with no
+/// branch, switch, `jsr`, `ret` or return in between, so that it only builds the exception
+/// (`throw new E(...)`, `throw outOfBounds(i)`). True when `f` approved every invoke; false when
+/// it refused one or the code is malformed. `pending` holds the invokes of the current run.
+pub(crate) fn every_invoke(code: &[u8], pending: &mut Vec<u32>, mut f: impl FnMut(usize, Option<usize>) -> bool) -> bool {
     const ATHROW: u8 = 0xBF;
     // Most methods throw nothing: no byte of theirs is an athrow (a fast search, operands too),
     // and every invoke is told at once.
     let may_throw = code.contains(&ATHROW);
     pending.clear();
     let mut off = 0;
-    let mut end_run = |pending: &mut Vec<u32>, throws: bool| pending.drain(..).all(|at| f(at as usize, throws));
+    let mut end_run = |pending: &mut Vec<u32>, throw: Option<usize>| pending.drain(..).all(|at| f(at as usize, throw));
     while let Some(&op) = code.get(off) {
         let run_ends = match op {
-            ATHROW => Some(true),
+            ATHROW => Some(Some(off)),
             // if*, goto, jsr, ret, the switches, the returns, ifnull, ifnonnull, goto_w, jsr_w,
             // and `wide ret`.
-            0x99..=0xB1 | 0xC6..=0xC9 => Some(false),
-            OP_WIDE if code.get(off + 1) == Some(&0xA9) => Some(false),
+            0x99..=0xB1 | 0xC6..=0xC9 => Some(None),
+            OP_WIDE if code.get(off + 1) == Some(&0xA9) => Some(None),
             _ if is_invoke(op) => {
                 pending.push(off as u32);
-                (!may_throw).then_some(false)
+                (!may_throw).then_some(None)
             }
             _ => None,
         };
-        if let Some(throws) = run_ends {
-            if !end_run(pending, throws) {
+        if let Some(throw) = run_ends {
+            if !end_run(pending, throw) {
                 return false;
             }
         }
@@ -249,7 +249,7 @@ pub(crate) fn every_invoke(code: &[u8], pending: &mut Vec<u32>, mut f: impl FnMu
         };
     }
     // An instruction that overruns the code moved `off` past its end.
-    end_run(pending, false) && off == code.len()
+    end_run(pending, None) && off == code.len()
 }
 
 /// Whether `code` has an invoke and every invoke only builds the exception it throws
@@ -259,9 +259,9 @@ pub(crate) fn every_invoke(code: &[u8], pending: &mut Vec<u32>, mut f: impl FnMu
 pub(crate) fn invokes_only_before_throws(code: &[u8]) -> bool {
     let mut any = false;
     code.len() <= LEAF_MAX_CODE
-        && every_invoke(code, &mut Vec::new(), |_, throws| {
+        && every_invoke(code, &mut Vec::new(), |_, throw| {
             any = true;
-            throws
+            throw.is_some()
         })
         && any
 }

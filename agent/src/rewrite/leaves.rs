@@ -167,9 +167,10 @@ pub(crate) fn find(class: &ClassView<'_, '_>, probes: ProbeChoice, s: &mut LeafS
 }
 
 /// Method `i` before the leaf callers are known; its calls go to `calls` when it is
-/// [`Scan::Calls`]. A call may build the exception the method throws only if the method has no
-/// exception handler: one could catch what it throws and go on, and its calls could then be a
-/// loop's.
+/// [`Scan::Calls`]. A call may build the exception the method throws only if no exception
+/// handler covers the run from the call to the `athrow`: one could catch what it throws and go
+/// on, and its calls could then be a loop's (`IntStack.peek`'s handler, which throws another
+/// exception, covers only what comes before it).
 fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, calls: &mut Vec<(u16, u16)>, pending: &mut Vec<u32>) -> Scan {
     let Some(span) = &m.code else { return Scan::No };
     if m.dup_code || m.access & (ACC_NATIVE | ACC_ABSTRACT) != 0 || class.sited == Some(i) || probes.finalizer_call() && class.object_init == Some(i) {
@@ -181,7 +182,8 @@ fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, ca
     if code.len() > code::LEAF_MAX_CODE {
         return Scan::No;
     }
-    let throws_ok = !probes.throw_path_calls && !handlers;
+    // Whether the exception thrown at `throw` leaves the method, from the call at `off` on.
+    let uncaught = |off: usize, throw: usize| handlers.chunks_exact(8).all(|h| be_u16(h, 0).zip(be_u16(h, 2)).is_some_and(|(start, end)| usize::from(start) > throw || usize::from(end) <= off));
     let mark = calls.len();
     let mut any = false;
     // First without asking the registry about other classes (taking their static methods for
@@ -193,9 +195,9 @@ fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, ca
             break;
         }
         calls.truncate(mark);
-        let all_leaves = code::every_invoke(code, pending, |off, throws| {
+        let all_leaves = code::every_invoke(code, pending, |off, throw| {
             any = true;
-            if throws && throws_ok {
+            if throw.is_some_and(|at| !probes.throw_path_calls && uncaught(off, at)) {
                 // Not the lucce API, whose natives take the call's record.
                 return callee_class(class, code, off) != Some(b"lucce/Lucce");
             }
@@ -226,11 +228,13 @@ fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, ca
     }
 }
 
-/// The code of a Code attribute's info, and whether it has exception handlers.
-fn code_of(info: &[u8]) -> Option<(&[u8], bool)> {
+/// The code of a Code attribute's info, and its exception table (8 bytes an entry: start, end,
+/// handler, type).
+fn code_of(info: &[u8]) -> Option<(&[u8], &[u8])> {
     let len = u32::from_be_bytes(info.get(4..8)?.try_into().ok()?) as usize;
     let code = info.get(8..8usize.checked_add(len)?)?;
-    Some((code, be_u16(info, 8 + len)? != 0))
+    let handlers = usize::from(be_u16(info, 8 + len)?);
+    Some((code, info.get(10 + len..10 + len + 8 * handlers)?))
 }
 
 /// The class named by the invoke at `off`.
