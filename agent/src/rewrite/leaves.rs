@@ -24,8 +24,8 @@
 //! `java.` package, which only the JDK's own classes could override. A call a subclass could
 //! override is not admitted. Of another class, static methods and those of `invokespecial`
 //! (constructors, `super.m()`) are asked about, and virtual ones only of a few final classes
-//! of the JDK ([`FINAL_CLASSES`]: `String`, the builders, the boxes). A leaf caller may also make calls that build the exception it
-//! throws, as the first kind.
+//! of the JDK ([`FINAL_CLASSES`]: `String`, the builders, the boxes). A leaf caller may also
+//! make calls that build the exception it throws, as the first kind.
 
 use super::classfile::{be_u16, ConstPool, Method, TAG_IMETHODREF, TAG_METHODREF};
 use super::code;
@@ -70,10 +70,10 @@ pub(crate) struct ClassView<'c, 'a> {
     pub methods: &'c [Method],
     /// The method that has site probes whatever it calls, if the class has one: the define
     /// hook's (probes.rs, `DEFINE_HOOK`: its entry probe needs the locals of a method with
-    /// sites), or `Object.<init>` where [`ProbeChoice::leaf_calls`] are kept (a call probe
-    /// before its `return`s, method.rs, [`ProbeChoice::finalizer_call`]).
+    /// sites).
     sited: Option<usize>,
-    /// `Object.<init>`, in class `Object`.
+    /// `Object.<init>`, in class `Object`: it has site probes too with
+    /// [`ProbeChoice::finalizer_call`] (a call probe before its `return`s, method.rs).
     object_init: Option<usize>,
     /// [`super::SiteRegistry::known_leaf`].
     pub known_leaf: &'c super::KnownLeaf<'c>,
@@ -186,8 +186,8 @@ fn scan(class: &ClassView<'_, '_>, i: usize, m: &Method, probes: ProbeChoice, ca
     let uncaught = |off: usize, throw: usize| handlers.chunks_exact(8).all(|h| be_u16(h, 0).zip(be_u16(h, 2)).is_some_and(|(start, end)| usize::from(start) > throw || usize::from(end) <= off));
     let mark = calls.len();
     let mut any = false;
-    // First without asking the registry about other classes (taking their static methods for
-    // leaves), so that a method with another kind of call leads to no question: each may read
+    // First without asking the registry about other classes (taking the methods it would be
+    // asked about for leaves), so that a method with another kind of call leads to no question: each may read
     // and analyse class files (agent/src/jdk_leaves.rs). Again, asking, only if it calls such.
     let mut elsewhere = false;
     for ask in [false, true] {
@@ -293,8 +293,8 @@ const INVOKESPECIAL: u8 = 0xB7;
 const INVOKESTATIC: u8 = 0xB8;
 const INVOKEINTERFACE: u8 = 0xB9;
 
-/// What the invoke at `off` certainly enters; without `ask`, a static method of another class
-/// is taken for a leaf.
+/// What the invoke at `off` certainly enters; without `ask`, a method of another class that the
+/// registry would be asked about is taken for a leaf.
 fn callee(class: &ClassView<'_, '_>, code: &[u8], off: usize, ask: bool) -> Callee {
     let cp = class.cp;
     let op = code[off];
@@ -303,10 +303,10 @@ fn callee(class: &ClassView<'_, '_>, code: &[u8], off: usize, ask: bool) -> Call
     };
     let (Some(class_name), Some(name), Some(desc)) = (cp.class_name(c), cp.utf8(n), cp.utf8(d)) else { return Callee::Unknown };
     if c != class.this_class && Some(class_name) != cp.class_name(class.this_class) {
-        // Another class's: only static methods and those of `invokespecial` (constructors,
-        // `super.m()`) are asked about, whose target the instruction fixes, so that an answer
-        // reads few classes (utility classes such as `StringLatin1`, `Objects`,
-        // `Preconditions`; superclasses up to `Object`).
+        // Another class's: only static methods, those of `invokespecial` (constructors,
+        // `super.m()`) and virtual ones of [`FINAL_CLASSES`] are asked about, whose target the
+        // instruction fixes, so that an answer reads few classes (utility classes such as
+        // `StringLatin1`, `Objects`, `Preconditions`; superclasses up to `Object`).
         let want_static = match op {
             INVOKESTATIC if PURE_NATIVES.contains(&(class_name, name)) => return Callee::LeafElsewhere,
             INVOKESTATIC => true,
