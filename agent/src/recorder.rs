@@ -19,8 +19,8 @@
 //! has the name and descriptor the invoke references, the edge uses the pending site (the
 //! `return` of `Object.<init>` counts as an invoke of `Finalizer.register`, which the JVM calls
 //! from there, and the rewriter puts a call probe before it, except in full encoding, where
-//! `Object.<init>` is a leaf whose caller's record the walk takes from the slot); otherwise the edge uses a
-//! *location site* for F's current instruction, whose line is the line HotSpot prints for it. A
+//! `Object.<init>` is a leaf whose caller's record the walk takes from the slot); otherwise the
+//! edge uses a *location site* for F's current instruction, whose line is the line HotSpot prints for it. A
 //! walk that meets an obsolete method (a frame entered before its class was rewritten) stops
 //! there: the context starts at the truncated root; a frame of a rewritten version that a
 //! redefinition replaced is that version's ([`Replacements`]). A walk that runs out of frames:
@@ -715,6 +715,7 @@ impl Recorder {
         let writer = StoreWriter::create(&out, opts).map_err(|e| format!("cannot create the store {}: {e}", out.display()))?;
         let handle = writer.handle();
         let encoder = Encoder::new(EncoderConfig::default(), handle.clone());
+        let probes = record_probes(options);
         Ok(Recorder {
             jvmti,
             slots: Slots::map(options.thread_slots)?,
@@ -725,8 +726,8 @@ impl Recorder {
             out,
             sample: options.sample,
             verify: options.verify,
-            probes: record_probes(options),
-            jdk_leaves: jdk_leaves(jvmti, options, record_probes(options)),
+            probes,
+            jdk_leaves: jdk_leaves(jvmti, options, probes),
             frames: RwLock::new(FxHashMap::default()),
             op_kinds: Mutex::new(FxHashMap::default()),
             location_sites: Mutex::new(FxHashMap::default()),

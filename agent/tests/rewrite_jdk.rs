@@ -48,12 +48,7 @@ impl SiteRegistry for Counter {
 }
 
 fn run(every: usize) {
-    let Some(home) = rewrite_common::java_home() else {
-        eprintln!("no JDK found; skipping");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), None);
+    let Some((_, _dir, files)) = rewrite_common::jdk_classes(None) else { return };
     let files: Vec<_> = files.into_iter().step_by(every).collect();
     let classes: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
     assert!(classes.len() > 100);
@@ -259,12 +254,7 @@ fn utf8_entries(class: &[u8]) -> (Vec<(u16, Vec<u8>)>, u16) {
 /// other method of the JDK gets that call.
 #[test]
 fn hidden_classes_pass_through_the_runtime() {
-    let Some(home) = rewrite_common::java_home() else {
-        eprintln!("no JDK found; skipping");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/lang/System.*"));
+    let Some((_, _dir, files)) = rewrite_common::jdk_classes(Some("regex:/java.base/java/lang/System.*")) else { return };
     // aload 4; iload 7; invokestatic #?; astore 4 — the index is the rewriter's.
     let hook_calls = |bytes: &[u8]| {
         bytes.windows(9).filter(|w| w[..5] == [0x19, 4, 0x15, 7, 0xB8] && w[7..] == [0x3A, 4]).count()
@@ -320,12 +310,7 @@ impl SiteRegistry for Leaves {
 /// `String.substring` and `StringBuilder.append(String)`.
 #[test]
 fn leaf_callers_in_string_and_array_list() {
-    let Some(home) = rewrite_common::java_home() else {
-        eprintln!("no JDK found; skipping");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let files = rewrite_common::extract_jdk_classes(&home, dir.path(), Some("regex:/java.base/java/(lang/String|util/ArrayList|lang/Object|lang/ref/Finalizer|lang/StringBuilder).class"));
+    let Some((home, _dir, files)) = rewrite_common::jdk_classes(Some("regex:/java.base/java/(lang/String|util/ArrayList|lang/Object|lang/ref/Finalizer|lang/StringBuilder).class")) else { return };
     let class = |name: &str| std::fs::read(files.iter().find(|f| f.ends_with(name)).unwrap_or_else(|| panic!("no {name}"))).unwrap();
     let (string, list) = (class("java/lang/String.class"), class("java/util/ArrayList.class"));
     let record = ProbeChoice::record(false);

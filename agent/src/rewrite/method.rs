@@ -280,8 +280,7 @@ pub(crate) enum Path {
     /// Either one without site probes: a leaf whose calls only build exceptions
     /// ([`Leaf::Throws`]).
     ThrowLeaf,
-    /// Either one without site probes: a leaf whose calls enter leaves of its class
-    /// ([`Leaf::Caller`]).
+    /// Either one without site probes: a leaf whose calls enter leaves ([`Leaf::Caller`]).
     LeafCaller,
 }
 

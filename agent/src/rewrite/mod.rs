@@ -183,8 +183,8 @@ pub struct ProbeChoice {
     /// mode keeps them, since it counts every call site.
     pub throw_path_calls: bool,
     /// Call probes in a method whose every call certainly enters a leaf, of its own class
-    /// (`String.length()` calling `coder()`) or a static one that the registry knows
-    /// ([`SiteRegistry::known_leaf`]). Without them such a method is a leaf too, and its callees
+    /// (`String.length()` calling `coder()`) or of another class that the registry knows
+    /// ([`SiteRegistry::known_leaf`]: static methods, constructors, `super` calls). Without them such a method is a leaf too, and its callees
     /// find no record, which leaves do not need (leaves.rs); but a sample taken at such a
     /// callee's entry walks the stack. Counting mode keeps them.
     pub leaf_calls: bool,

@@ -9,7 +9,7 @@
 //!
 //! - entry: `push methodId; invokestatic enter(I)J; lstore CTX; invokestatic version()J; lstore VER`
 //! - entry of a *leaf* (a method without site probes: no invoke, no allocation; in record mode
-//!   also one whose invokes only build the exception it throws or enter leaves of its class,
+//!   also one whose invokes only build the exception it throws or certainly enter leaves,
 //!   leaves.rs):
 //!   `push methodId; invokestatic leaf(I)I; istore MARK`. `leaf` returns the id, which stays in the
 //!   one int local MARK for walks to read; in the full-encoding steady state it only drops the

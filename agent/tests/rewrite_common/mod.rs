@@ -110,6 +110,19 @@ pub fn java_home() -> Option<PathBuf> {
     Some(real.parent()?.parent()?.to_path_buf())
 }
 
+/// The running JDK's home, and the class files of its module image that match `include` (a
+/// `jimage` pattern list; all without), extracted into a new directory (kept while the `TempDir`
+/// lives), sorted; None (and a note on stderr) when no JDK is found, for tests that then skip.
+pub fn jdk_classes(include: Option<&str>) -> Option<(PathBuf, tempfile::TempDir, Vec<PathBuf>)> {
+    let Some(home) = java_home() else {
+        eprintln!("no JDK found; skipping");
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let files = extract_jdk_classes(&home, dir.path(), include);
+    Some((home, dir, files))
+}
+
 /// Extracts the class files of `home`'s module image (those matching `include`, a `jimage`
 /// pattern list, if given) into `dir`; returns their paths, sorted.
 pub fn extract_jdk_classes(home: &Path, dir: &Path, include: Option<&str>) -> Vec<PathBuf> {
