@@ -206,7 +206,7 @@ fn hook_passes(classes: &[Vec<u8>], names: &[String], passes: usize, cold: bool,
     let mut times = Vec::new();
     // Written before each class in `cold` mode: 4 MiB, more than the L2 cache of a core.
     let mut flush = if cold { vec![0u8; 4 << 20] } else { Vec::new() };
-    let cache = options.cache.as_deref().map(|dir| ClassCache::open(dir, lucce_agent::rewrite::ProbeChoice::default()).unwrap_or_else(|e| panic!("class cache: {e}")));
+    let cache = options.cache.as_deref().map(|dir| ClassCache::open(dir, lucce_agent::rewrite::ProbeChoice::default(), None).unwrap_or_else(|e| panic!("class cache: {e}")));
     let digested = |pass: usize| pass == 0 || (pass == 1 && cache.is_some());
     for pass in 0..passes.max(1) {
         let registry = Registry::new();

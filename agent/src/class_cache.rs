@@ -35,15 +35,16 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_128_with_seed, xxh3_64};
 
+use crate::jdk_leaves::JdkLeaves;
 use crate::recorder::lock;
 use crate::registry::Registry;
 use crate::rewrite::relocate::{relocate, Call, CallRef, Calls, Piece, Relocatable};
-use crate::rewrite::{ClassStats, MethodInfo, ProbeChoice, RewriteError, SiteInfo, SiteKind, SiteRegistry};
+use crate::rewrite::{ClassStats, MethodInfo, ProbeChoice, RewriteError, SiteInfo, SiteKind, SiteRegistry, DISPATCH_FLAGS};
 
 const PACK_MAGIC: &[u8; 8] = b"LUCCECP\0";
 const INDEX_MAGIC: &[u8; 8] = b"LUCCECI\0";
 /// The format this agent reads and writes (of both files and the records).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const HEADER_LEN: u64 = 16;
 const ENTRY_LEN: usize = 32;
 /// Classes the cache lacked wait in memory until this many bytes of them are pending, then the
@@ -94,6 +95,9 @@ pub struct CacheStats {
     pub misses: u64,
     /// Records read back but unusable (check failed, malformed), whose class was rewritten.
     pub unusable: u64,
+    /// Records not served because of leaf callers (`Record::leaves_hold`): the class was
+    /// rewritten (a miss), and its new record replaces the old one.
+    pub refused: u64,
     /// Records written to the files.
     pub stored: u64,
     /// Records not written: the pack was full, a write failed, or the class could not be
@@ -160,6 +164,7 @@ struct Files {
     hits: AtomicU64,
     misses: AtomicU64,
     unusable: AtomicU64,
+    refused: AtomicU64,
     stored: AtomicU64,
     dropped: AtomicU64,
     bytes_written: AtomicU64,
@@ -168,7 +173,8 @@ struct Files {
 
 pub struct ClassCache {
     files: Arc<Files>,
-    probes: ProbeChoice,
+    /// How its records are made.
+    mode: Mode,
     /// Opened read-only (`ClassCache::open`): classes it lacks are rewritten, not kept.
     read_only: bool,
     /// Classes not yet handed to the writer, and their bytes.
@@ -342,7 +348,9 @@ fn read_record(pack: &File, entry: Entry, buf: &mut Vec<u8>) -> Option<()> {
 impl ClassCache {
     /// Opens (creating them if need be) the cache files in `dir` for this agent build and the
     /// registry's choice of `probes`, and reads the index.
-    pub fn open(dir: &Path, probes: ProbeChoice) -> Result<ClassCache, CacheError> {
+    /// `jdk`: the JDK's leaves, which the records' leaf callers may count on (those a later run
+    /// does not give are refused, `Record::leaves_hold`).
+    pub fn open(dir: &Path, probes: ProbeChoice, jdk: Option<Arc<JdkLeaves>>) -> Result<ClassCache, CacheError> {
         std::fs::create_dir_all(dir).map_err(|e| CacheError::Io(dir.to_path_buf(), why_not_a_dir(dir, e)))?;
         let stem = format!("classes-{}-{}", env!("LUCCE_AGENT_SOURCE_HASH"), probes.tag());
         let open = |ext: &str, write: bool| {
@@ -400,12 +408,13 @@ impl ClassCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             unusable: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             stored: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             records_cpu_ns: AtomicU64::new(0),
         };
-        Ok(ClassCache { files: Arc::new(files), probes, read_only, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
+        Ok(ClassCache { files: Arc::new(files), mode: Mode { probes, jdk }, read_only, pending: Mutex::new((Vec::new(), 0)), writer: Mutex::new(None) })
     }
 
     /// Gives `reg` the class `class` would become, served from the cache when it holds the class
@@ -473,7 +482,7 @@ impl ClassCache {
     /// Whether `reg` rewrites as the classes in the cache were rewritten (a registry unlike it,
     /// for its probes or the direct rewrite, is served by the rewriter alone).
     fn suits(&self, reg: &dyn SiteRegistry) -> bool {
-        reg.probes() == self.probes && reg.direct_rewrite()
+        reg.probes() == self.mode.probes && reg.direct_rewrite()
     }
 
     /// Serves `class` from the record at `key` if there is one that holds together: with
@@ -490,15 +499,19 @@ impl ClassCache {
     ) -> Option<(Option<O>, ClassReport)> {
         let f = &*self.files;
         let entry = f.index.read().unwrap_or_else(|e| e.into_inner()).get(&key).copied()?;
-        let mut ids_gone = false;
+        let (mut ids_gone, mut refused) = (false, false);
         let served = READ_BUF.with(|b| {
             let mut buf = b.take();
             let r = f.read(entry, &mut buf).and_then(|()| {
                 let record = Record::decode(&mut buf, key, class.len())?;
+                if exact.is_some() && !record.slots.is_empty() {
+                    return None;
+                }
+                refused = !record.leaves_hold(reg);
+                if refused {
+                    return None;
+                }
                 if let Some(first) = exact {
-                    if !record.slots.is_empty() {
-                        return None;
-                    }
                     // Another thread took one of them since `next_ids`: rewritten, as a miss.
                     ids_gone = !reg.take_ids(first, record.id_counts());
                     if ids_gone {
@@ -513,6 +526,7 @@ impl ClassCache {
         let counter = match served {
             Some(_) => &f.hits,
             None if ids_gone => return None,
+            None if refused => &f.refused,
             None => &f.unusable,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -531,11 +545,11 @@ impl ClassCache {
         let mut w = lock(&self.writer);
         if w.is_none() {
             let (tx, rx) = mpsc::channel::<Batch>();
-            let (files, probes) = (self.files.clone(), self.probes);
+            let (files, mode) = (self.files.clone(), self.mode.clone());
             let spawned = std::thread::Builder::new().name("lucce-class-cache".into()).spawn(move || {
                 let mut records = Records::new();
                 for batch in rx {
-                    files.make_records(batch, probes, &mut records);
+                    files.make_records(batch, &mode, &mut records);
                     if records.iter().map(|(_, r)| r.len()).sum::<usize>() >= FLUSH_AT {
                         files.store(&std::mem::take(&mut records));
                     }
@@ -573,7 +587,7 @@ impl ClassCache {
         if !rest.is_empty() {
             let cpu0 = crate::hook::thread_cpu_ns();
             let mut records = Records::new();
-            self.files.make_records(rest, self.probes, &mut records);
+            self.files.make_records(rest, &self.mode, &mut records);
             self.files.store(&records);
             self.files.records_cpu_ns.fetch_add(crate::hook::thread_cpu_ns().saturating_sub(cpu0), Ordering::Relaxed);
         }
@@ -589,6 +603,7 @@ impl ClassCache {
             hits: get(&f.hits),
             misses: get(&f.misses),
             unusable: get(&f.unusable),
+            refused: get(&f.refused),
             stored: get(&f.stored),
             dropped: get(&f.dropped),
             already_kept: get(&f.already_kept),
@@ -605,9 +620,11 @@ fn rewritten<O>(class: &[u8], reg: &mut dyn SiteRegistry, output: impl FnOnce(&[
 }
 
 /// The registry of the writer thread's rewrites, which give placeholder ids: only its mode is
-/// asked (`Relocatable::rewrite`).
+/// asked (`Relocatable::rewrite`), its probes and the JDK's leaves.
+#[derive(Clone)]
 struct Mode {
     probes: ProbeChoice,
+    jdk: Option<Arc<JdkLeaves>>,
 }
 
 impl SiteRegistry for Mode {
@@ -620,20 +637,26 @@ impl SiteRegistry for Mode {
     fn probes(&self) -> ProbeChoice {
         self.probes
     }
+    /// The JDK's leaves only, as a run that has not loaded the program's classes yet knows them
+    /// (`Registry::known_leaf` answers the program's from the classes loaded so far).
+    fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        let jdk = self.jdk.as_ref().filter(|_| crate::jdk_leaves::maybe_java_base(class))?;
+        jdk.known_leaf(class, name, desc, own)
+    }
 }
 
 impl Files {
     /// Appends to `records` those of `batch`. A class that cannot be rewritten again as it was
     /// (or makes the rewriter panic) gets none: the next run rewrites it, as this one did.
-    fn make_records(&self, batch: Batch, probes: ProbeChoice, records: &mut Records) {
+    fn make_records(&self, batch: Batch, mode: &Mode, records: &mut Records) {
         for (key, kept) in batch {
             let record = catch_unwind(AssertUnwindSafe(|| match kept {
                 Kept::Class(class) => {
-                    let rel = Relocatable::rewrite(&class, &Mode { probes }).ok()?;
+                    let rel = Relocatable::rewrite(&class, mode).ok()?;
                     Some(encode(key, class.len(), &rel))
                 }
                 Kept::Exact { class, first } => {
-                    let reg = Registry::starting_at(first.0, first.1).with_probes(probes);
+                    let reg = Registry::starting_at(first.0, first.1).with_probes(mode.probes).with_jdk_leaves(mode.jdk.clone());
                     let (rel, exact) = Relocatable::rewrite_exact(&class, &mut reg.registrar(), first).ok()?;
                     exact.then(|| encode(key, class.len(), &rel))
                 }
@@ -867,7 +890,9 @@ impl Drop for FileLock<'_> {
 //   pieces u32 (u32::MAX: the class is unchanged) × (kind u8: 0 of the class, 1 of the literal;
 //   offset u32, length u32), string table length u32, string table (UTF-8),
 //   class name, methods with code u32, rewritten u32, skipped u32 × (method, reason),
-//   calls u32 × (tag u8, fields), slots u32 × (call u32, offset in the literal u32).
+//   calls u32 × (tag u8, fields), slots u32 × (call u32, offset in the literal u32),
+//   class access flags u16, assumed u32 × (class, name, descriptor, access u16, class access u16)
+//   (the leaves of other classes its leaf callers count on, `Relocatable::assumed`).
 // A string is its offset in the table (u32; u32::MAX for none) and length (u16): the table is
 // checked as UTF-8 once per record, and the class's name and source file are there once. The
 // literal comes first so that it can be patched in place while the strings after it are
@@ -963,6 +988,15 @@ fn encode(hash: u128, class_len: usize, r: &Relocatable) -> Vec<u8> {
         u32_(&mut body, k);
         u32_(&mut body, at);
     }
+    body.extend_from_slice(&r.stats.class_access.to_le_bytes());
+    u32_(&mut body, r.assumed.len() as u32);
+    for a in &r.assumed {
+        strings.put(&mut body, Some(&a.class));
+        strings.put(&mut body, Some(&a.name));
+        strings.put(&mut body, Some(&a.descriptor));
+        body.extend_from_slice(&a.access.to_le_bytes());
+        body.extend_from_slice(&a.class_access.to_le_bytes());
+    }
     let pieces = r.pieces.as_deref().unwrap_or_default();
     let mut out = Vec::with_capacity(32 + r.literal.len() + 9 * pieces.len() + strings.table.len() + body.len());
     out.extend_from_slice(&hash.to_le_bytes());
@@ -994,6 +1028,9 @@ struct Record<'a> {
     calls: RecordCalls<'a>,
     /// (call u32, offset in the literal u32) pairs.
     slots: &'a [u8],
+    class_access: u16,
+    /// (class, name, descriptor, (access, class access)) of each leaf counted on.
+    assumed: Vec<(&'a str, &'a str, &'a str, (u16, u16))>,
 }
 
 /// A record's calls, checked by [`RecordCalls::check`] and made straight from its bytes: no list
@@ -1042,6 +1079,27 @@ impl<'a> RecordCalls<'a> {
         });
         let bytes = &start[..start.len() - r.0.len()];
         ok.then_some(RecordCalls { bytes, table, count, methods, sites })
+    }
+}
+
+impl<'a> RecordCalls<'a> {
+    /// (name, descriptor, access flags, leaf) of the methods.
+    fn methods(&self) -> impl Iterator<Item = (&'a str, &'a str, u16, bool)> + '_ {
+        let mut r = Reader(self.bytes);
+        std::iter::from_fn(move || loop {
+            match r.u8()? {
+                TAG_METHOD => {
+                    let m = method_info(self.table, &r.array()?)?;
+                    return Some((m.name, m.descriptor, m.access_flags, m.leaf));
+                }
+                TAG_SITE => {
+                    r.take(SITE_LEN)?;
+                }
+                _ => {
+                    r.u32()?;
+                }
+            }
+        })
     }
 }
 
@@ -1172,6 +1230,9 @@ impl<'a> Reader<'a> {
     fn u8(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
     }
+    fn u16(&mut self) -> Option<u16> {
+        self.array().map(u16::from_le_bytes)
+    }
     fn u32(&mut self) -> Option<u32> {
         self.array().map(u32::from_le_bytes)
     }
@@ -1230,7 +1291,24 @@ impl<'a> Record<'a> {
         let calls = RecordCalls::check(&mut r, table, n)?;
         let n = r.u32()? as usize;
         let slots = r.take(n.checked_mul(8)?)?;
-        r.0.is_empty().then_some(Record { pieces, literal, report, calls, slots })
+        let class_access = r.u16()?;
+        let n = r.u32()?;
+        let mut assumed = Vec::new();
+        for _ in 0..n {
+            assumed.push((r.str(table)?, r.str(table)?, r.str(table)?, (r.u16()?, r.u16()?)));
+        }
+        r.0.is_empty().then_some(Record { pieces, literal, report, calls, slots, class_access, assumed })
+    }
+
+    /// Whether this run may take the record as it is, for its leaf callers: `reg` still answers
+    /// every leaf of another class it counts on, and takes its leaves for those of the class
+    /// (`SiteRegistry::served_leaves`: in a class of the JDK, callers may already count on
+    /// some). Exactness does not depend on it, but speed does: a caller that counts on a
+    /// callee that is no leaf makes that callee walk the stack at every entry.
+    fn leaves_hold(&self, reg: &dyn SiteRegistry) -> bool {
+        let flags = |(a, c): (u16, u16)| (a & DISPATCH_FLAGS, c & DISPATCH_FLAGS);
+        self.assumed.iter().all(|&(c, n, d, answer)| reg.known_leaf(c.as_bytes(), n.as_bytes(), d.as_bytes(), false).map(flags) == Some(flags(answer)))
+            && reg.served_leaves(&self.report.class_name, self.class_access, &mut self.calls.methods())
     }
 
     /// The method and site ids its calls take.
@@ -1242,7 +1320,7 @@ impl<'a> Record<'a> {
     /// being loaded) and of the record, to `output` (which it takes only then); None, and no
     /// registry call made, when the record does not hold together.
     fn serve<O, F: FnOnce(&[&[u8]]) -> O>(self, class: &[u8], reg: &mut dyn SiteRegistry, output: &mut Option<F>) -> Option<(Option<O>, ClassReport)> {
-        let Record { pieces, literal, report, calls, slots } = self;
+        let Record { pieces, literal, report, calls, slots, .. } = self;
         let parts = relocate(class, pieces.as_deref(), literal, &calls, self::slots(slots), reg);
         match parts? {
             None => Some((None, report)),
@@ -1254,7 +1332,7 @@ impl<'a> Record<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rewrite::relocate::OwnedMethodInfo;
+    use crate::rewrite::relocate::{Assumed, OwnedMethodInfo};
     use crate::rewrite::SkipReason;
 
     /// Gives ids from 100 in call order and keeps the method names it was given.
@@ -1282,7 +1360,7 @@ mod tests {
                 descriptor: "()V".into(),
                 source_file: source.map(Into::into),
                 access_flags: 9,
-                leaf: false,
+                leaf: name == "b",
             })
         };
         let site = SiteInfo { kind: SiteKind::Alloc, bci: 7, line: -1, api: true, target: 0xfeed };
@@ -1294,10 +1372,58 @@ mod tests {
                 methods_with_code: 3,
                 methods_rewritten: 2,
                 skipped: vec![("finalize()V".into(), SkipReason::EmptyFinalizer)],
+                class_access: 0x31,
                 ..ClassStats::default()
             },
             calls: vec![method("a", Some("Ç.java")), Call::Reserve(1), Call::Site { method: 0, site }, method("b", None)],
             slots: vec![(0, 4), (2, 10), (3, 36)],
+            assumed: vec![Assumed { class: "java/lang/String".into(), name: "length".into(), descriptor: "()I".into(), access: 1, class_access: 0x31 }],
+        }
+    }
+
+    /// Answers one leaf of another class, and takes or refuses the served class's leaves,
+    /// keeping what it was given.
+    struct Leaves {
+        answer: Option<(u16, u16)>,
+        take: bool,
+        given: RefCell<Vec<String>>,
+    }
+
+    impl SiteRegistry for Leaves {
+        fn method(&mut self, _: &MethodInfo<'_>) -> u32 {
+            0
+        }
+        fn site(&mut self, _: u32, _: &SiteInfo) -> u32 {
+            0
+        }
+        fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+            (!own && (class, name, desc) == (&b"java/lang/String"[..], &b"length"[..], &b"()I"[..])).then_some(self.answer?)
+        }
+        fn served_leaves(&self, class: &str, access: u16, methods: &mut dyn Iterator<Item = (&str, &str, u16, bool)>) -> bool {
+            self.given.borrow_mut().extend(methods.map(|(n, d, a, leaf)| format!("{class} {access:#x}: {n}{d} {a} {leaf}")));
+            self.take
+        }
+    }
+
+    /// A record holds only while the run answers the leaves of other classes it counts on as
+    /// they were answered when it was made, and takes its own.
+    #[test]
+    fn records_hold_while_the_leaves_they_count_on_do() {
+        let mut record = encode(7, 1234, &sample());
+        let rec = Record::decode(&mut record, 7, 1234).expect("decodes");
+        assert_eq!(rec.assumed, vec![("java/lang/String", "length", "()I", (1, 0x31))]);
+        let holds = |answer, take| {
+            let reg = Leaves { answer, take, given: RefCell::default() };
+            let held = rec.leaves_hold(&reg);
+            (held, reg.given.into_inner())
+        };
+        let (held, given) = holds(Some((1, 0x31)), true);
+        assert!(held);
+        assert_eq!(given, vec!["p/Ç 0x31: a()V 9 false".to_string(), "p/Ç 0x31: b()V 9 true".to_string()]);
+        // Flags that do not fix a call's target may differ (a frame the JVM hides, 0x8000).
+        assert!(holds(Some((0x8001, 0x31)), true).0);
+        for (answer, take) in [(None, true), (Some((9, 0x31)), true), (Some((1, 0x21)), true), (Some((1, 0x31)), false)] {
+            assert!(!holds(answer, take).0, "{answer:?} {take}");
         }
     }
 

@@ -280,7 +280,7 @@ pub unsafe fn install(vm: *mut jvmti::JavaVM, options: Options, options_text: St
         None => (None, Registry::new()),
     };
     // The cache only saves time: a run without it loses nothing, so it does not stop the agent.
-    let cache = options.cache.as_deref().and_then(|dir| match ClassCache::open(dir, registry.probes()) {
+    let cache = options.cache.as_deref().and_then(|dir| match ClassCache::open(dir, registry.probes(), registry.jdk_leaves()) {
         Ok(c) => Some(c),
         Err(e) => {
             eprintln!("lucce-agent: class cache off: {e}");

@@ -118,6 +118,29 @@ impl JdkLeaves {
         answer(e)
     }
 
+    /// `SiteRegistry::served_leaves`: `class` is about to be served from the class cache with
+    /// `methods` (name, descriptor, access flags, leaf) and `access`. False when a leaf known
+    /// already (answered, or being worked out) is one of those methods but no leaf there, or
+    /// one with other [`rewrite::DISPATCH_FLAGS`]: the class must be rewritten then, which makes
+    /// it a leaf. Else the methods' leaves join the class's, as if analysed, and are final (a
+    /// leaf the record does not register, such as an empty `finalize` the rewrite leaves alone,
+    /// stays one); a class frozen already (rewritten or served before) keeps its own.
+    pub fn served(&self, class: &[u8], access: u16, methods: &mut dyn Iterator<Item = (&str, &str, u16, bool)>) -> bool {
+        let methods: FxHashMap<u64, (u16, bool)> = methods.map(|(n, d, a, leaf)| (rewrite::target_key(n.as_bytes(), d.as_bytes()), (a, leaf))).collect();
+        let Ok(mut classes) = self.classes.write() else { return false };
+        let e = classes.entry(class.into()).or_insert(Entry { pending: false, leaves: None, frozen: false });
+        let kept = |k: &u64, a: &u16| methods.get(k).is_none_or(|&(b, leaf)| leaf && (a ^ b) & rewrite::DISPATCH_FLAGS == 0);
+        if e.leaves.as_ref().is_some_and(|known| !known.leaves.iter().all(|(k, a)| kept(k, a))) {
+            return false;
+        }
+        if !e.frozen {
+            let known = e.leaves.get_or_insert_with(|| ClassLeaves { access, ..ClassLeaves::default() });
+            known.leaves.extend(methods.iter().filter(|(_, (_, leaf))| *leaf).map(|(&k, &(a, _))| (k, a)));
+            e.frozen = true;
+        }
+        true
+    }
+
     /// Analyses `class`, and at the outermost question, again those it led to while they grow.
     fn settle(&self, class: &[u8]) -> Option<()> {
         let depth = DEPTH.with(Cell::get);
@@ -197,6 +220,8 @@ impl JdkLeaves {
 mod tests {
     use super::*;
 
+    const ACC_STATIC: u16 = 0x0008;
+
     #[test]
     fn jdk_leaves_are_settled_once() {
         let Some(modules) = crate::jimage::tests::jdk_modules() else {
@@ -226,5 +251,40 @@ mod tests {
         // A class outside java.base's packages asks nothing.
         assert_eq!(j.known_leaf(b"org/example/Foo", b"bar", b"()V", true), None);
         assert_eq!(j.classes_read(), reads);
+    }
+
+    /// A class served from the class cache: its record's leaves are taken unless the record
+    /// registers a leaf known already as no leaf, and a class frozen before keeps its own.
+    #[test]
+    fn served_leaves_are_taken_unless_callers_count_on_others() {
+        let Some(modules) = crate::jimage::tests::jdk_modules() else {
+            eprintln!("no JDK runtime image; skipping");
+            return;
+        };
+        let j = JdkLeaves::open(&modules, ProbeChoice::record(false)).unwrap();
+        // Not asked about before: served with two leaves, which are its answers from now on,
+        // read from no class file.
+        assert!(j.served(b"java/util/BitSet", 0x31, &mut [("size", "()I", 1, true), ("isEmpty", "()Z", 1, true), ("get", "(I)Z", 1, false)].into_iter()));
+        assert_eq!(j.known_leaf(b"java/util/BitSet", b"size", b"()I", false), Some((1, 0x31)));
+        assert_eq!(j.known_leaf(b"java/util/BitSet", b"get", b"(I)Z", false), None);
+        assert_eq!(j.classes_read(), 0);
+        // Served again (another loader's copy): refused where it registers one of those as no
+        // leaf; taken where it leaves one out (a method it did not rewrite), or has more, which
+        // the frozen class does not take.
+        assert!(!j.served(b"java/util/BitSet", 0x31, &mut [("size", "()I", 1, true), ("isEmpty", "()Z", 1, false)].into_iter()));
+        assert!(j.served(b"java/util/BitSet", 0x31, &mut [("size", "()I", 1, true), ("get", "(I)Z", 1, true)].into_iter()));
+        assert_eq!(j.known_leaf(b"java/util/BitSet", b"get", b"(I)Z", false), None);
+        // Analysed already (an answer given): refused if a leaf found is no leaf in the record,
+        // or one with other flags that fix a call's target; taken with the leaves a rewrite
+        // makes, whatever flags the record adds (a frame the JVM hides).
+        j.known_leaf(b"java/lang/String", b"length", b"()I", false).expect("String.length");
+        assert!(!j.served(b"java/lang/String", 0x31, &mut [("length", "()I", 1, false)].into_iter()));
+        assert!(!j.served(b"java/lang/String", 0x31, &mut [("length", "()I", 1 | ACC_STATIC, true)].into_iter()));
+        let bytes = j.image.java_base_class(b"java/lang/String").unwrap();
+        let (access, leaves) = rewrite::leaf_methods(&bytes, j.probes, &|c: &[u8], n: &[u8], d: &[u8], own: bool| j.known_leaf(c, n, d, own)).unwrap();
+        let text: Vec<(String, String, u16)> = leaves.into_iter().map(|(n, d, a)| (String::from_utf8(n).unwrap(), String::from_utf8(d).unwrap(), a)).collect();
+        assert!(text.len() > 10);
+        let mut served = text.iter().map(|(n, d, a)| (n.as_str(), d.as_str(), *a | rewrite::HIDDEN_FRAME_FLAG, true));
+        assert!(j.served(b"java/lang/String", access, &mut served));
     }
 }

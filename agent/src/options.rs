@@ -104,8 +104,12 @@ pub struct Options {
     /// entry costs no lookup but each of whose throws costs a stack walk
     /// (`rewrite::ProbeChoice::throw_path_calls`). Off for a program that throws very often.
     pub throw_leaves: bool,
-    /// Record mode, `leaf_callers=on|off` (None: not given, see [`Options::leaf_callers`]).
+    /// Record mode, `leaf_callers=on|own|off` (None: not given, see [`Options::leaf_callers`]).
     pub leaf_callers: Option<bool>,
+    /// `leaf_callers=own`: leaf callers count on the leaves of their own class (and the natives
+    /// of [`crate::rewrite`]'s list) only, not on other classes', whose answers read the JDK's
+    /// class files (see [`Options::other_leaves`]).
+    pub own_leaves_only: bool,
 }
 
 impl Default for Options {
@@ -129,6 +133,7 @@ impl Default for Options {
             after_agents: AfterAgents::Auto,
             throw_leaves: true,
             leaf_callers: None,
+            own_leaves_only: false,
         }
     }
 }
@@ -155,6 +160,12 @@ impl Options {
     /// at the entry of such a method's callee walks the stack.
     pub fn leaf_callers(&self) -> bool {
         self.leaf_callers.unwrap_or(self.sample == 0)
+    }
+
+    /// Record mode: leaf callers may count on leaves of other classes too (the JDK's, from its
+    /// runtime image; the program's loaded so far): with leaf callers, unless `leaf_callers=own`.
+    pub fn other_leaves(&self) -> bool {
+        self.leaf_callers() && !self.own_leaves_only
     }
 
     pub fn parse(s: &str) -> Result<Options, OptionsError> {
@@ -203,7 +214,10 @@ impl Options {
                 }
                 "retransform" => o.retransform = parse_bool(value).ok_or_else(|| bad("expected on or off"))?,
                 "throw_leaves" => o.throw_leaves = parse_bool(value).ok_or_else(|| bad("expected on or off"))?,
-                "leaf_callers" => o.leaf_callers = Some(parse_bool(value).ok_or_else(|| bad("expected on or off"))?),
+                "leaf_callers" => {
+                    o.own_leaves_only = value == "own";
+                    o.leaf_callers = Some(o.own_leaves_only || parse_bool(value).ok_or_else(|| bad("expected on, own or off"))?);
+                }
                 "counters" => {
                     o.counters = match value {
                         "atomic" => CounterMode::Atomic,
@@ -378,6 +392,9 @@ mod tests {
         assert!(matches!(Options::parse("leaf_callers=1x"), Err(OptionsError::BadValue { .. })));
         assert!(Options::parse("").unwrap().leaf_callers());
         assert!(!Options::parse("sample=1000").unwrap().leaf_callers());
+        assert!(Options::parse("").unwrap().other_leaves());
+        let own = Options::parse("sample=1000,leaf_callers=own").unwrap();
+        assert!(own.leaf_callers() && !own.other_leaves());
         assert!(Options::parse("sample=1000,leaf_callers=on").unwrap().leaf_callers());
         assert!(!Options::parse("leaf_callers=off").unwrap().leaf_callers());
         let o = Options::parse("out=/tmp/x-%p,sample=10,verify=3").unwrap();

@@ -238,7 +238,7 @@ pub struct Recorder {
     /// entered through left-out code may be trusted (`caller_frame`).
     probes: ProbeChoice,
     /// What leaf callers may count on in the JDK's classes (none without `leaf_callers`, and
-    /// with a class cache, whose records must not depend on the JDK's image).
+    /// with `leaf_callers=own`).
     jdk_leaves: Option<Arc<JdkLeaves>>,
     frames: RwLock<FxHashMap<usize, FrameKind>>,
     /// jmethodID → what each byte of its bytecode is, as [`OpKinds`] (walks look up the opcode
@@ -685,10 +685,10 @@ fn record_probes(options: &crate::options::Options) -> ProbeChoice {
 }
 
 /// The leaves of the JDK's classes, from the runtime image of the JVM's `java.home`, when leaf
-/// callers are on and no class cache is (its records are rewritten without them). Without the
-/// image, calls into other classes make no leaf callers; nothing else changes.
+/// callers may count on other classes'. Without the image, calls into other classes make no
+/// leaf callers; nothing else changes.
 fn jdk_leaves(jvmti: Jvmti, options: &crate::options::Options, probes: ProbeChoice) -> Option<Arc<JdkLeaves>> {
-    if !options.leaf_callers() || options.cache.is_some() {
+    if !options.other_leaves() {
         return None;
     }
     let home = jvmti.system_property(c"java.home").ok()?;

@@ -189,6 +189,11 @@ impl Registry {
         self
     }
 
+    /// The JDK's leaves it tells (`with_jdk_leaves`).
+    pub fn jdk_leaves(&self) -> Option<std::sync::Arc<crate::jdk_leaves::JdkLeaves>> {
+        self.jdk_leaves.clone()
+    }
+
     /// Keeps the leaves of a published class of the program that calls fix (`app_leaves`).
     fn learn_leaves(&self, methods: &[(u32, MethodRecord)]) {
         let Some(app) = &self.app_leaves else { return };
@@ -443,8 +448,23 @@ impl SiteRegistry for ClassRegistrar<'_> {
         self.reg.probes
     }
 
+    /// A hidden class counts on other classes' leaves, but no caller counts on its own (no call
+    /// names it; another class of its name may have some).
     fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        if own && self.hidden_class {
+            return None;
+        }
         self.reg.known_leaf(class, name, desc, own)
+    }
+
+    /// Only the JDK's classes may have leaves that callers counted on before the class loaded;
+    /// the program's are learned from the class as served (`learn_leaves`), and a hidden class
+    /// no call names.
+    fn served_leaves(&self, class: &str, class_access: u16, methods: &mut dyn Iterator<Item = (&str, &str, u16, bool)>) -> bool {
+        match &self.reg.jdk_leaves {
+            Some(jdk) if !self.hidden_class && crate::jdk_leaves::maybe_java_base(class.as_bytes()) => jdk.served(class.as_bytes(), class_access, methods),
+            _ => true,
+        }
     }
 
     fn retransforming(&self) -> bool {

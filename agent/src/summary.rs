@@ -251,7 +251,7 @@ impl Summary {
         if let Some(c) = &s.class_cache {
             let _ = writeln!(
                 o,
-                "  class cache {}: {} classes served, {} {} ({} written, {} kept by another JVM meanwhile, {} dropped, {} unusable records; {:.1} ms of CPU making records off the load hook); {} classes at start",
+                "  class cache {}: {} classes served, {} {} ({} written, {} kept by another JVM meanwhile, {} dropped, {} unusable records, {} refused for their leaves; {:.1} ms of CPU making records off the load hook); {} classes at start",
                 c.dir,
                 c.hits,
                 c.misses,
@@ -260,6 +260,7 @@ impl Summary {
                 c.already_kept,
                 c.dropped,
                 c.unusable,
+                c.refused,
                 c.records_cpu_ns as f64 / 1e6,
                 c.entries_at_start
             );

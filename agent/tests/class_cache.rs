@@ -3,11 +3,12 @@
 //! over, never served.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 mod rewrite_common;
 
 use lucce_agent::class_cache::{CacheError, CacheStats, ClassCache, FORMAT_VERSION, MAX_PACK};
+use lucce_agent::jdk_leaves::JdkLeaves;
 use lucce_agent::registry::{ClassRegistrar, Registry};
 use lucce_agent::rewrite::{rewrite_class, MethodInfo, ProbeChoice, SiteInfo, SiteRegistry};
 use rewrite_common::Recorder;
@@ -52,7 +53,7 @@ fn served(cache: &ClassCache, classes: &[Vec<u8>]) -> Run {
 }
 
 fn open(dir: &Path) -> ClassCache {
-    ClassCache::open(dir, ProbeChoice::default()).unwrap_or_else(|e| panic!("open: {e}"))
+    ClassCache::open(dir, ProbeChoice::default(), None).unwrap_or_else(|e| panic!("open: {e}"))
 }
 
 fn counts(s: &CacheStats) -> (u64, u64, u64) {
@@ -257,7 +258,7 @@ fn foreign_files_are_refused() {
     let mut header = std::fs::read(&index).unwrap();
     header[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     std::fs::write(&index, &header).unwrap();
-    match ClassCache::open(dir.path(), ProbeChoice::default()) {
+    match ClassCache::open(dir.path(), ProbeChoice::default(), None) {
         Err(e @ CacheError::Version { found, .. }) => {
             assert_eq!(found, FORMAT_VERSION + 1);
             let text = e.to_string();
@@ -267,23 +268,23 @@ fn foreign_files_are_refused() {
     }
     // Not a cache file at all: refused, and left as it was.
     std::fs::write(&pack, b"some other file").unwrap();
-    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default()), Err(CacheError::NotACache(p)) if p == pack));
+    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default(), None), Err(CacheError::NotACache(p)) if p == pack));
     assert_eq!(std::fs::read(&pack).unwrap(), b"some other file");
     // A pack that is not a regular file (here /dev/null, which would swallow every record).
     std::fs::remove_file(&pack).unwrap();
     std::os::unix::fs::symlink("/dev/null", &pack).unwrap();
-    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default()), Err(CacheError::NotAFile(p)) if p == pack));
+    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default(), None), Err(CacheError::NotAFile(p)) if p == pack));
     // A directory that cannot be made.
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"").unwrap();
-    assert!(matches!(ClassCache::open(&file.join("cache"), ProbeChoice::default()), Err(CacheError::Io(..))));
+    assert!(matches!(ClassCache::open(&file.join("cache"), ProbeChoice::default(), None), Err(CacheError::Io(..))));
     // A file or a loop of symbolic links where the directory should be: named as such, not as
     // "File exists".
     let loop_a = dir.path().join("loop-a");
     std::os::unix::fs::symlink(dir.path().join("loop-b"), &loop_a).unwrap();
     std::os::unix::fs::symlink(&loop_a, dir.path().join("loop-b")).unwrap();
     for (path, why) in [(&file, "Not a directory"), (&loop_a, "symbolic links")] {
-        let text = ClassCache::open(path, ProbeChoice::default()).err().expect("opened").to_string();
+        let text = ClassCache::open(path, ProbeChoice::default(), None).err().expect("opened").to_string();
         assert!(text.contains(why), "{text}");
     }
 }
@@ -377,7 +378,7 @@ fn the_mode_names_the_files() {
         ProbeChoice { throw_path_calls: false, ..counting },
         ProbeChoice { leaf_calls: false, ..counting },
     ] {
-        let other = ClassCache::open(dir.path(), other_choice).unwrap();
+        let other = ClassCache::open(dir.path(), other_choice, None).unwrap();
         assert_eq!(other.stats().entries_at_start, 0, "{other_choice:?}");
     }
 }
@@ -435,7 +436,7 @@ fn a_header_cut_short_is_written_again() {
     let dir = filled(classes, &want);
     let (_, index) = files(dir.path());
     std::fs::write(&index, b"LUCCEXX").unwrap();
-    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default()), Err(CacheError::NotACache(p)) if p == index));
+    assert!(matches!(ClassCache::open(dir.path(), ProbeChoice::default(), None), Err(CacheError::NotACache(p)) if p == index));
 }
 
 #[test]
@@ -552,4 +553,92 @@ fn serve_a_cache_this_user_may_only_read() {
     assert!(s.read_only, "{s:?}");
     assert_eq!((counts(&s), s.stored), ((classes.len() as u64, 0, 0), 0), "{s:?}");
     println!("child: served {} read-only", s.hits);
+}
+
+/// A run's registry in record mode with leaf callers: ids as [`Recorder`]'s, the JDK's leaves
+/// (when given) as the agent's registry tells them, the leaf methods it was given and the
+/// classes whose served leaves it took.
+struct LeafRun {
+    ids: Recorder,
+    jdk: Option<Arc<JdkLeaves>>,
+    probes: ProbeChoice,
+    leaves: Vec<String>,
+    served: std::cell::RefCell<Vec<String>>,
+}
+
+impl SiteRegistry for LeafRun {
+    fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
+        if m.leaf {
+            self.leaves.push(format!("{}.{}{}", m.class, m.name, m.descriptor));
+        }
+        self.ids.method(m)
+    }
+    fn site(&mut self, method_id: u32, site: &SiteInfo) -> u32 {
+        self.ids.site(method_id, site)
+    }
+    fn probes(&self) -> ProbeChoice {
+        self.probes
+    }
+    fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        self.jdk.as_ref()?.known_leaf(class, name, desc, own)
+    }
+    fn served_leaves(&self, class: &str, access: u16, methods: &mut dyn Iterator<Item = (&str, &str, u16, bool)>) -> bool {
+        let took = self.jdk.as_ref().is_none_or(|j| j.served(class.as_bytes(), access, methods));
+        if took {
+            self.served.borrow_mut().push(class.to_string());
+        }
+        took
+    }
+}
+
+/// Record mode with the JDK's leaves: a record keeps its leaf callers, which count on leaves of
+/// other classes; a later run serves the records with the same leaves (but the few whose class
+/// this run's analysis of the JDK finds more leaves in, which callers may count on), and a run
+/// that knows no other class's leaves refuses each record that counts on one, and gets the
+/// rewriter's classes without them.
+#[test]
+fn records_keep_leaf_callers_while_the_jdk_gives_the_same_leaves() {
+    let probes = ProbeChoice { throw_path_calls: false, leaf_calls: false, ..ProbeChoice::record(false) };
+    let modules = rewrite_common::java_home().expect("no JDK found").join("lib/modules");
+    let classes = jdk_classes();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cache: Option<&ClassCache>, jdk: Option<Arc<JdkLeaves>>| {
+        let mut reg = LeafRun { ids: Recorder { id_base: ID_BASE, ..Default::default() }, jdk, probes, leaves: Vec::new(), served: Default::default() };
+        let (mut outputs, mut took) = (Vec::new(), Vec::new());
+        for c in classes {
+            let before = reg.served.borrow().len();
+            outputs.push(match cache {
+                Some(cache) => cache.serve(c, &mut reg, |parts| parts.concat()).unwrap().0,
+                None => rewrite_class(c, &mut reg).unwrap().bytes,
+            });
+            took.push(reg.served.borrow().len() > before);
+        }
+        (outputs, reg.leaves, took)
+    };
+    let with_jdk = || Some(JdkLeaves::open(&modules, probes).expect("runtime image"));
+    let jdk = with_jdk();
+    let first = ClassCache::open(dir.path(), probes, jdk.clone()).unwrap();
+    let (outputs, leaves, _) = run(Some(&first), jdk);
+    first.flush();
+    let s = first.stats();
+    assert_eq!((s.misses, s.stored, s.dropped), (classes.len() as u64, classes.len() as u64, 0));
+    // Without the JDK's leaves, fewer leaves.
+    let (plain_outputs, plain_leaves, _) = run(None, None);
+    assert!(leaves.len() > plain_leaves.len() + 50, "{} leaves with the JDK's, {} without", leaves.len(), plain_leaves.len());
+
+    let jdk = with_jdk();
+    let second = ClassCache::open(dir.path(), probes, jdk.clone()).unwrap();
+    let (served, _, took) = run(Some(&second), jdk);
+    let s = second.stats();
+    assert_eq!((s.hits, s.misses, s.unusable), (took.iter().filter(|&&t| t).count() as u64, s.refused, 0));
+    assert!(s.refused * 100 <= classes.len() as u64, "{} of {} records refused", s.refused, classes.len());
+    for (i, ((out, want), took)) in served.iter().zip(&outputs).zip(took).enumerate() {
+        assert!(!took || out == want, "class {i} served unlike the first run's");
+    }
+
+    let bare = ClassCache::open(dir.path(), probes, None).unwrap();
+    let (served, served_leaves, _) = run(Some(&bare), None);
+    let s = bare.stats();
+    assert!(s.refused > 50 && s.hits > 50, "{s:?}");
+    assert!(served == plain_outputs && served_leaves == plain_leaves, "classes differ from the rewriter's without the JDK's leaves");
 }

@@ -281,6 +281,8 @@ struct Leaves {
     choice: ProbeChoice,
     methods: Vec<(String, bool)>,
     jdk: Option<std::sync::Arc<JdkLeaves>>,
+    /// A method of the class being rewritten that callers count on, as if they did.
+    forced: &'static str,
 }
 
 impl SiteRegistry for Leaves {
@@ -288,6 +290,9 @@ impl SiteRegistry for Leaves {
         self.choice
     }
     fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        if own && name == self.forced.as_bytes() {
+            return Some((1, 0x31));
+        }
         self.jdk.as_ref()?.known_leaf(class, name, desc, own)
     }
     fn method(&mut self, m: &MethodInfo<'_>) -> u32 {
@@ -349,6 +354,16 @@ fn leaf_callers_in_string_and_array_list() {
     // `super.append(s)`, whose `putStringAt` calls the final class String's `getBytes`.
     let append = ["append(Ljava/lang/String;)Ljava/lang/StringBuilder;"];
     assert_eq!(leaves_of(record, &builder, &append, true).0, [true], "StringBuilder.append(String) with the JDK's leaves");
+    // A record for the class cache keeps the leaves of other classes that its leaf callers
+    // count on (`String.charAt` on `StringLatin1.charAt`), each once; and none is made of a
+    // class whose rewrite made a method a leaf only because callers counted on it (what that
+    // method's calls count on is not known).
+    let jdk = Some(JdkLeaves::open(&home.join("lib/modules"), record).unwrap());
+    let r = Relocatable::rewrite(&string, &Leaves { choice: record, jdk: jdk.clone(), ..Leaves::default() }).unwrap();
+    let named = |c: &str, n: &str| r.assumed.iter().filter(|a| a.class == c && a.name == n).count();
+    assert_eq!(named("java/lang/StringLatin1", "charAt"), 1, "{:?}", r.assumed);
+    assert!(Relocatable::rewrite(&string, &Leaves { choice: record, jdk: None, ..Leaves::default() }).unwrap().assumed.is_empty());
+    assert!(Relocatable::rewrite(&string, &Leaves { choice: record, jdk, forced: "format", ..Leaves::default() }).is_err());
 }
 
 #[test]

@@ -101,6 +101,14 @@ pub trait SiteRegistry {
     fn known_leaf(&self, _class: &[u8], _name: &[u8], _desc: &[u8], _own: bool) -> Option<(u16, u16)> {
         None
     }
+    /// A class about to be served from the class cache instead of rewritten, with the methods
+    /// its record registers (name, descriptor, access flags, leaf) and its access flags: whether
+    /// those keep every leaf callers may count on in it. If so, its leaves are those from now
+    /// on, as a rewrite's [`SiteRegistry::known_leaf`] with `own` makes them; if not, the class
+    /// is rewritten instead.
+    fn served_leaves(&self, _class: &str, _class_access: u16, _methods: &mut dyn Iterator<Item = (&str, &str, u16, bool)>) -> bool {
+        true
+    }
     /// Whether a method may take the direct rewrite (`method.rs`). Both rewrites give the same
     /// bytes and registry calls for well-formed code; false makes every method take the general
     /// one, for tests that compare the two.
@@ -361,6 +369,8 @@ pub enum RewriteError {
 pub struct ClassStats {
     /// Internal name, `java/lang/String`.
     pub class_name: String,
+    /// The class's access flags.
+    pub class_access: u16,
     pub methods_with_code: u32,
     pub methods_rewritten: u32,
     /// Of them, those the direct rewrite took (see `method.rs`; the others took the general one).
@@ -396,6 +406,11 @@ pub(crate) const ACC_ABSTRACT: u16 = 0x0400;
 /// Set in `MethodInfo::access_flags` of `@Hidden` methods (a bit no JVM method flag uses); the
 /// same value as `lucce_encoder::ACC_HIDDEN_FRAME`.
 pub const HIDDEN_FRAME_FLAG: u16 = 0x8000;
+
+/// The access flags a leaf caller's call depends on ([`SiteRegistry::known_leaf`]'s answers):
+/// private, static and final (of a method; of its class, final). Answers are compared on these
+/// only: a record's flags may carry [`HIDDEN_FRAME_FLAG`].
+pub const DISPATCH_FLAGS: u16 = 0x0002 | ACC_STATIC | 0x0010;
 
 /// HotSpot's test for an empty finalizer (`ClassFileParser::parse_method`, `is_empty_method`):
 /// `finalize()V` whose code is the single instruction `return`. `code_attr` is the Code
@@ -465,6 +480,7 @@ fn rewrite_with<O>(
     let class_name = mutf8(raw_name);
     let mut stats = ClassStats {
         class_name: class_name.clone().into_owned(),
+        class_access: access,
         ..ClassStats::default()
     };
     if class_name.starts_with(probes::EXCLUDED_PREFIX) {

@@ -11,7 +11,7 @@
 //! they are all at least 32,768 (below, the rewriter would push them shorter; the class is as
 //! valid either way). The class cache (`class_cache.rs`) keeps such records between runs.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use super::classfile::{be_i32, be_u16, ConstPool, PoolBuffers, TAG_INTEGER};
 use super::{rewrite_class_with, ClassStats, MethodInfo, ProbeChoice, RewriteError, SiteInfo, SiteRegistry};
@@ -65,7 +65,8 @@ impl OwnedMethodInfo {
 
 /// A registry that records its calls and the ids they got: placeholders, or with a `live`
 /// registry, that registry's own ids (an exact record). It rewrites as the live registry it
-/// stands for would (the same `probes` and `direct_rewrite`).
+/// stands for would (the same `probes`, `direct_rewrite` and `known_leaf`), and keeps the
+/// leaves of other classes that the rewrite counted on.
 struct Recorder<'r> {
     calls: Vec<Call>,
     /// (id, call number) of each method call.
@@ -73,21 +74,39 @@ struct Recorder<'r> {
     /// The id of each site call.
     sites: Vec<u32>,
     live: Option<&'r mut dyn SiteRegistry>,
+    /// Answers `known_leaf` for placeholders.
+    like: Option<&'r dyn SiteRegistry>,
     probes: ProbeChoice,
     direct_rewrite: bool,
+    /// See [`Relocatable::assumed`]; None once an answer could not be kept: a name that is not
+    /// UTF-8, or a method made a leaf only because callers count on it.
+    assumed: RefCell<Option<Vec<Assumed>>>,
 }
 
 impl<'r> Recorder<'r> {
     /// Placeholder ids, for a run whose registry is like `like`.
-    fn placeholders(like: &dyn SiteRegistry) -> Self {
-        let (probes, direct_rewrite) = (like.probes(), like.direct_rewrite());
-        Recorder { calls: Vec::new(), methods: Vec::new(), sites: Vec::new(), live: None, probes, direct_rewrite }
+    fn placeholders(like: &'r dyn SiteRegistry) -> Self {
+        Recorder::new(None, Some(like), like.probes(), like.direct_rewrite())
     }
 
     /// `live`'s own ids.
     fn forwarding(live: &'r mut dyn SiteRegistry) -> Self {
-        let rec = Recorder::placeholders(&*live);
-        Recorder { live: Some(live), ..rec }
+        let (probes, direct_rewrite) = (live.probes(), live.direct_rewrite());
+        Recorder::new(Some(live), None, probes, direct_rewrite)
+    }
+
+    fn new(live: Option<&'r mut dyn SiteRegistry>, like: Option<&'r dyn SiteRegistry>, probes: ProbeChoice, direct_rewrite: bool) -> Self {
+        let assumed = RefCell::new(Some(Vec::new()));
+        Recorder { calls: Vec::new(), methods: Vec::new(), sites: Vec::new(), live, like, probes, direct_rewrite, assumed }
+    }
+
+    /// What [`Relocatable::assumed`] takes (each answer once); an error when an answer could not
+    /// be kept.
+    fn take_assumed(&self) -> Result<Vec<Assumed>, RewriteError> {
+        let mut assumed = self.assumed.take().ok_or(RewriteError::Malformed("leaves counted on that a record cannot tell"))?;
+        assumed.sort_unstable_by(|a, b| (&a.class, &a.name, &a.descriptor).cmp(&(&b.class, &b.name, &b.descriptor)));
+        assumed.dedup();
+        Ok(assumed)
     }
 
     /// The placeholder of the next call.
@@ -130,6 +149,34 @@ impl SiteRegistry for Recorder<'_> {
     fn direct_rewrite(&self) -> bool {
         self.direct_rewrite
     }
+    fn known_leaf(&self, class: &[u8], name: &[u8], desc: &[u8], own: bool) -> Option<(u16, u16)> {
+        let answer = match (&self.live, self.like) {
+            (Some(live), _) => live.known_leaf(class, name, desc, own),
+            (None, Some(like)) => like.known_leaf(class, name, desc, own),
+            (None, None) => None,
+        }?;
+        let mut assumed = self.assumed.borrow_mut();
+        let text = |b: &[u8]| std::str::from_utf8(b).ok().map(str::to_string);
+        match (own, assumed.as_mut(), text(class), text(name), text(desc)) {
+            (false, Some(list), Some(class), Some(name), Some(descriptor)) => list.push(Assumed { class, name, descriptor, access: answer.0, class_access: answer.1 }),
+            // A method of the class made a leaf because callers count on it, which the rewrite
+            // did not find one on its own: what its calls count on is not known here.
+            _ => *assumed = None,
+        }
+        Some(answer)
+    }
+}
+
+/// A leaf of another class that a rewrite counted on ([`SiteRegistry::known_leaf`]): a run
+/// whose registry does not answer the same may not take the rewrite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assumed {
+    pub class: String,
+    pub name: String,
+    pub descriptor: String,
+    /// The answer: the method's access flags and its class's.
+    pub access: u16,
+    pub class_access: u16,
 }
 
 /// A rewritten class whose ids are placeholders, kept as pieces: of the original class where
@@ -146,6 +193,8 @@ pub struct Relocatable {
     pub calls: Vec<Call>,
     /// Where each placeholder's 4 bytes sit in `literal`: (call number, offset).
     pub slots: Vec<(u32, u32)>,
+    /// The leaves of other classes that its leaf callers count on.
+    pub assumed: Vec<Assumed>,
 }
 
 /// A piece of a rewritten class: `len` bytes at `at` of the original class or of the literal.
@@ -161,7 +210,8 @@ impl Relocatable {
         let mut rec = Recorder::placeholders(live);
         let mut literal = Vec::new();
         let (pieces, stats) = rewrite_class_with(class, &mut rec, |parts| pieces_of(class, parts, &mut literal))?;
-        let mut r = Relocatable { pieces: None, literal, stats, calls: rec.calls, slots: Vec::new() };
+        let assumed = rec.take_assumed()?;
+        let mut r = Relocatable { pieces: None, literal, stats, calls: rec.calls, slots: Vec::new(), assumed };
         if let Some(pieces) = pieces {
             let bytes = assemble(class, &pieces, &r.literal).ok_or(RewriteError::Malformed("pieces"))?.concat();
             r.slots = placeholder_slots(class, &bytes, r.calls.len())?
@@ -184,7 +234,8 @@ impl Relocatable {
         let (pieces, stats) = rewrite_class_with(class, &mut rec, |parts| pieces_of(class, parts, &mut literal))?;
         let consecutive = |first: u32, ids: &mut dyn Iterator<Item = u32>| ids.zip(first..).all(|(id, want)| id == want);
         let exact = consecutive(first.0, &mut rec.methods.iter().map(|m| m.0)) && consecutive(first.1, &mut rec.sites.iter().copied());
-        Ok((Relocatable { pieces, literal, stats, calls: rec.calls, slots: Vec::new() }, exact))
+        let assumed = rec.take_assumed()?;
+        Ok((Relocatable { pieces, literal, stats, calls: rec.calls, slots: Vec::new(), assumed }, exact))
     }
 
     /// Makes the recorded calls on `reg` and returns the class (`class` being the one rewritten)
@@ -408,6 +459,7 @@ mod tests {
             stats: ClassStats::default(),
             calls,
             slots,
+            assumed: Vec::new(),
         };
         let good = record(vec![method.clone(), Call::Reserve(1), site(0)], vec![(0, 0), (2, 4)]);
         let mut reg = Calls::default();
