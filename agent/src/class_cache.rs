@@ -1080,9 +1080,7 @@ impl<'a> RecordCalls<'a> {
         let bytes = &start[..start.len() - r.0.len()];
         ok.then_some(RecordCalls { bytes, table, count, methods, sites })
     }
-}
 
-impl<'a> RecordCalls<'a> {
     /// (name, descriptor, access flags, leaf) of the methods.
     fn methods(&self) -> impl Iterator<Item = (&'a str, &'a str, u16, bool)> + '_ {
         let mut r = Reader(self.bytes);
@@ -1301,7 +1299,7 @@ impl<'a> Record<'a> {
     }
 
     /// Whether this run may take the record as it is, for its leaf callers: `reg` still answers
-    /// every leaf of another class it counts on, and takes its leaves for those of the class
+    /// every leaf of another class it counts on, and takes its methods' leaves as the class's
     /// (`SiteRegistry::served_leaves`: in a class of the JDK, callers may already count on
     /// some). Exactness does not depend on it, but speed does: a caller that counts on a
     /// callee that is no leaf makes that callee walk the stack at every entry.
