@@ -222,13 +222,18 @@ mod tests {
 
     const ACC_STATIC: u16 = 0x0008;
 
-    #[test]
-    fn jdk_leaves_are_settled_once() {
+    /// Record mode's leaves of the running JDK's image; None (the test skips) without one.
+    fn record_leaves() -> Option<Arc<JdkLeaves>> {
         let Some(modules) = crate::jimage::tests::jdk_modules() else {
             eprintln!("no JDK runtime image; skipping");
-            return;
+            return None;
         };
-        let j = JdkLeaves::open(&modules, ProbeChoice::record(false)).unwrap();
+        Some(JdkLeaves::open(&modules, ProbeChoice::record(false)).unwrap())
+    }
+
+    #[test]
+    fn jdk_leaves_are_settled_once() {
+        let Some(j) = record_leaves() else { return };
         // A static leaf whose only call builds the exception it throws.
         let (access, _) = j.known_leaf(b"java/lang/StringLatin1", b"charAt", b"([BI)C", false).expect("StringLatin1.charAt");
         assert_ne!(access & 0x0008, 0, "static");
@@ -257,11 +262,7 @@ mod tests {
     /// registers a leaf known already as no leaf, and a class frozen before keeps its own.
     #[test]
     fn served_leaves_are_taken_unless_callers_count_on_others() {
-        let Some(modules) = crate::jimage::tests::jdk_modules() else {
-            eprintln!("no JDK runtime image; skipping");
-            return;
-        };
-        let j = JdkLeaves::open(&modules, ProbeChoice::record(false)).unwrap();
+        let Some(j) = record_leaves() else { return };
         // Not asked about before: served with two leaves, which are its answers from now on,
         // read from no class file.
         assert!(j.served(b"java/util/BitSet", 0x31, &mut [("size", "()I", 1, true), ("isEmpty", "()Z", 1, true), ("get", "(I)Z", 1, false)].into_iter()));
