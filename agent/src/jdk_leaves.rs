@@ -220,7 +220,7 @@ impl JdkLeaves {
 mod tests {
     use super::*;
 
-    const ACC_STATIC: u16 = 0x0008;
+    use crate::rewrite::ACC_STATIC;
 
     /// Record mode's leaves of the running JDK's image; None (the test skips) without one.
     fn record_leaves() -> Option<Arc<JdkLeaves>> {
@@ -236,7 +236,7 @@ mod tests {
         let Some(j) = record_leaves() else { return };
         // A static leaf whose only call builds the exception it throws.
         let (access, _) = j.known_leaf(b"java/lang/StringLatin1", b"charAt", b"([BI)C", false).expect("StringLatin1.charAt");
-        assert_ne!(access & 0x0008, 0, "static");
+        assert_ne!(access & ACC_STATIC, 0, "static");
         // Through it and StringUTF16.charAt (which calls back into String), String.charAt;
         // String is final.
         let (_, class_access) = j.known_leaf(b"java/lang/String", b"charAt", b"(I)C", false).expect("String.charAt");

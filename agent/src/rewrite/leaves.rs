@@ -30,10 +30,7 @@
 use super::classfile::{be_u16, ConstPool, Method, TAG_IMETHODREF, TAG_METHODREF};
 use super::code;
 use super::probes::DEFINE_HOOK;
-use super::{ProbeChoice, ACC_ABSTRACT, ACC_NATIVE, ACC_STATIC};
-
-const ACC_PRIVATE: u16 = 0x0002;
-const ACC_FINAL: u16 = 0x0010;
+use super::{ProbeChoice, ACC_ABSTRACT, ACC_FINAL, ACC_NATIVE, ACC_PRIVATE, ACC_STATIC};
 
 /// Which kind of leaf record mode makes a method that has calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -400,7 +400,9 @@ pub struct RewriteOutcome {
     pub stats: ClassStats,
 }
 
+pub(crate) const ACC_PRIVATE: u16 = 0x0002;
 pub(crate) const ACC_STATIC: u16 = 0x0008;
+pub(crate) const ACC_FINAL: u16 = 0x0010;
 pub(crate) const ACC_NATIVE: u16 = 0x0100;
 pub(crate) const ACC_ABSTRACT: u16 = 0x0400;
 /// Set in `MethodInfo::access_flags` of `@Hidden` methods (a bit no JVM method flag uses); the
@@ -410,7 +412,7 @@ pub const HIDDEN_FRAME_FLAG: u16 = 0x8000;
 /// The access flags a leaf caller's call depends on ([`SiteRegistry::known_leaf`]'s answers):
 /// private, static and final (of a method; of its class, final). Answers are compared on these
 /// only: a record's flags may carry [`HIDDEN_FRAME_FLAG`].
-pub const DISPATCH_FLAGS: u16 = 0x0002 | ACC_STATIC | 0x0010;
+pub const DISPATCH_FLAGS: u16 = ACC_PRIVATE | ACC_STATIC | ACC_FINAL;
 
 /// HotSpot's test for an empty finalizer (`ClassFileParser::parse_method`, `is_empty_method`):
 /// `finalize()V` whose code is the single instruction `return`. `code_attr` is the Code
