@@ -220,7 +220,7 @@ impl JdkLeaves {
 mod tests {
     use super::*;
 
-    use crate::rewrite::ACC_STATIC;
+    use crate::rewrite::{ACC_FINAL, ACC_STATIC};
 
     /// Record mode's leaves of the running JDK's image; None (the test skips) without one.
     fn record_leaves() -> Option<Arc<JdkLeaves>> {
@@ -240,7 +240,7 @@ mod tests {
         // Through it and StringUTF16.charAt (which calls back into String), String.charAt;
         // String is final.
         let (_, class_access) = j.known_leaf(b"java/lang/String", b"charAt", b"(I)C", false).expect("String.charAt");
-        assert_ne!(class_access & 0x0010, 0, "final class");
+        assert_ne!(class_access & ACC_FINAL, 0, "final class");
         // Through Objects.checkIndex and its own package-private elementData.
         j.known_leaf(b"java/util/ArrayList", b"get", b"(I)Ljava/lang/Object;", false).expect("ArrayList.get");
         // Not leaves: a method that calls on (a Formatter's parser), one of another module, one
